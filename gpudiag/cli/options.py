@@ -1,0 +1,57 @@
+"""Option decorators shared by the commands, so each is spelled once."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+ORDER_CHOICES = ("PCI_BUS_ID", "FASTEST_FIRST")
+
+
+def snapshot_option(func: F) -> F:
+    """``--snapshot FILE``: run against a saved machine instead of live hardware."""
+    return click.option(
+        "--snapshot",
+        "snapshot_path",
+        metavar="FILE",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="Use the machine described by FILE (from `gpudiag snapshot`) "
+        "instead of the live hardware. Its env (CUDA_VISIBLE_DEVICES, "
+        "CUDA_DEVICE_ORDER) applies unless --visible/--order are given.",
+    )(func)
+
+
+def json_option(func: F) -> F:
+    """``--json``: machine-readable output on stdout."""
+    return click.option(
+        "--json",
+        "as_json",
+        is_flag=True,
+        default=False,
+        help="Print one JSON document on stdout instead of the human table.",
+    )(func)
+
+
+def visible_options(func: F) -> F:
+    """``--visible SPEC`` and ``--order ORDER``: evaluate a CUDA_VISIBLE_DEVICES value."""
+    func = click.option(
+        "--order",
+        metavar="ORDER",
+        type=click.Choice(ORDER_CHOICES, case_sensitive=True),
+        default=None,
+        help="Evaluate as if CUDA_DEVICE_ORDER=ORDER (PCI_BUS_ID = nvidia-smi "
+        "order; FASTEST_FIRST = CUDA's default).",
+    )(func)
+    func = click.option(
+        "--visible",
+        metavar="SPEC",
+        default=None,
+        help="Evaluate as if CUDA_VISIBLE_DEVICES=SPEC, e.g. '1,2', "
+        "'GPU-9e8d', 'MIG-…'. Use --visible '' for 'no GPU visible'.",
+    )(func)
+    return func

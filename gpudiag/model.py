@@ -1,0 +1,202 @@
+"""Frozen data model shared by every layer.
+
+Field names follow the snapshot schema (``docs/snapshot.md``). ``None`` always
+means "could not collect", never zero or false. Index namespaces are spelled
+out: ``nvml_index`` is nvidia-smi's numbering, ``cuda_ordinal`` is the index a
+CUDA program (``cuda:N``) uses under its ``CUDA_VISIBLE_DEVICES``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+SNAPSHOT_SCHEMA = "gpudiag-snapshot/1"
+
+Severity = Literal["error", "warning", "info"]
+SEVERITIES: tuple[Severity, ...] = ("error", "warning", "info")
+
+SourceName = Literal["nvml", "torch", "gputil"]
+SOURCE_NAMES: tuple[SourceName, ...] = ("nvml", "torch", "gputil")
+
+
+@dataclass(frozen=True)
+class MigDevice:
+    """One MIG instance of a GPU (``nvidia-smi -L`` lists it under its GPU)."""
+
+    uuid: str
+    gpu_instance_id: int | None = None
+    compute_instance_id: int | None = None
+    memory_total_mib: int | None = None
+
+
+@dataclass(frozen=True)
+class GpuProcess:
+    """A compute process holding GPU memory (``nvidia-smi --query-compute-apps``)."""
+
+    pid: int
+    used_memory_mib: int | None = None
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """NVML's facts about one physical GPU.
+
+    Each field's nvidia-smi equivalent is in ``docs/snapshot.md``. ``uuid`` is
+    None only for a GPU that fell off the bus before it could be read
+    (``lost``); CUDA does not enumerate such a GPU.
+    """
+
+    nvml_index: int
+    uuid: str | None
+    pci_bus_id: str | None = None
+    name: str | None = None
+    memory_total_mib: int | None = None
+    memory_used_mib: int | None = None
+    utilization_gpu_percent: int | None = None
+    temperature_c: int | None = None
+    power_draw_w: float | None = None
+    power_limit_w: float | None = None
+    multiprocessor_count: int | None = None
+    compute_capability: str | None = None
+    mig_enabled: bool | None = None
+    mig_devices: tuple[MigDevice, ...] = ()
+    processes: tuple[GpuProcess, ...] = ()
+    ecc_uncorrectable_volatile: int | None = None
+    ecc_uncorrectable_aggregate: int | None = None
+    retired_pages_pending: bool | None = None
+    remapped_rows_failure: bool | None = None
+    compute_mode: str | None = None
+    persistence_mode: bool | None = None
+    throttle_reasons: tuple[str, ...] | None = None
+    lost: bool = False
+    errors: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
+
+
+@dataclass(frozen=True)
+class TorchDevice:
+    """One device as ``torch.cuda`` sees it, under the recorded environment."""
+
+    cuda_ordinal: int
+    name: str | None = None
+    uuid: str | None = None
+    memory_total_mib: int | None = None
+    multiprocessor_count: int | None = None
+    compute_capability: str | None = None
+
+
+@dataclass(frozen=True)
+class TorchInfo:
+    """What torch reports, queried in a child process."""
+
+    version: str | None = None
+    cuda_version: str | None = None
+    cpu_only: bool | None = None
+    cuda_available: bool | None = None
+    device_count: int | None = None
+    arch_list: tuple[str, ...] = ()
+    devices: tuple[TorchDevice, ...] = ()
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class GputilGpu:
+    """One GPU as GPUtil (an ``nvidia-smi`` CSV parser) reports it."""
+
+    gputil_id: int
+    uuid: str | None = None
+    name: str | None = None
+    memory_total_mib: int | None = None
+    memory_used_mib: int | None = None
+    load_percent: float | None = None
+    temperature_c: float | None = None
+
+
+@dataclass(frozen=True)
+class SourceStatus:
+    """Whether one source could be read.
+
+    ``status`` is ``ok``, ``unavailable`` (not installed / no driver) or ``error``.
+    """
+
+    status: Literal["ok", "unavailable", "error"]
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything gpudiag knows about a machine; the JSON snapshot's content."""
+
+    driver_version: str | None = None
+    cuda_driver_version: str | None = None
+    env: Mapping[str, str | None] = field(
+        default_factory=lambda: {"CUDA_VISIBLE_DEVICES": None, "CUDA_DEVICE_ORDER": None},
+        hash=False,
+    )
+    cuda_order: tuple[str, ...] | None = None
+    gpus: tuple[Gpu, ...] = ()
+    sources: Mapping[str, SourceStatus] = field(default_factory=dict, hash=False)
+    torch: TorchInfo | None = None
+    gputil: tuple[GputilGpu, ...] | None = None
+    hostname: str | None = None
+    created_utc: str | None = None
+    schema: str = SNAPSHOT_SCHEMA
+
+    @property
+    def cuda_visible_devices(self) -> str | None:
+        """The recorded ``CUDA_VISIBLE_DEVICES`` (None when unset)."""
+        return self.env.get("CUDA_VISIBLE_DEVICES")
+
+    @property
+    def cuda_device_order(self) -> str | None:
+        """The recorded ``CUDA_DEVICE_ORDER`` (None when unset)."""
+        return self.env.get("CUDA_DEVICE_ORDER")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One diagnosis.
+
+    Attributes:
+        code: stable identifier, documented in ``docs/findings.md``.
+        severity: ``error``, ``warning`` or ``info``.
+        message: what is wrong, in one or two sentences.
+        fix: what to do about it, or None when there is nothing to do.
+        predicts: the PyTorch/CUDA/NCCL error text this foresees, or None.
+        subject: what the finding is about (a GPU UUID, an env var...), or None.
+    """
+
+    code: str
+    severity: Severity
+    message: str
+    fix: str | None = None
+    predicts: str | None = None
+    subject: str | None = None
+
+    def to_json(self) -> dict[str, object]:
+        """The finding as a JSON object (``docs/findings.md``)."""
+        return {
+            "code": self.code,
+            "severity": self.severity,
+            "message": self.message,
+            "fix": self.fix,
+            "predicts": self.predicts,
+            "subject": self.subject,
+        }
+
+
+def normalize_uuid(uuid: str | None) -> str | None:
+    """The join key for a GPU UUID: lower case, ``GPU-`` prefix.
+
+    torch reports UUIDs without the ``GPU-`` prefix; NVML and nvidia-smi with it.
+    """
+    if uuid is None:
+        return None
+    text = uuid.strip().lower()
+    if not text:
+        return None
+    if text.startswith("gpu-"):
+        text = text[4:]
+    return "GPU-" + text

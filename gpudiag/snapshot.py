@@ -1,0 +1,403 @@
+"""Read and write machine snapshots (schema ``gpudiag-snapshot/1``).
+
+The schema is documented in ``docs/snapshot.md``. Reading is strict about the
+required fields and their types, lenient about unknown extra fields (the schema
+may grow), so that an older gpudiag can read a newer snapshot.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from gpudiag.errors import GpudiagInputError
+from gpudiag.model import (
+    SNAPSHOT_SCHEMA,
+    Gpu,
+    GpuProcess,
+    GputilGpu,
+    MigDevice,
+    Snapshot,
+    SourceStatus,
+    TorchDevice,
+    TorchInfo,
+)
+
+
+class SnapshotError(GpudiagInputError):
+    """A snapshot file that cannot be used; the message is one line for the user."""
+
+
+_REQUIRED_TOP = ("schema", "driver_version", "cuda_driver_version", "env", "cuda_order", "gpus")
+_REQUIRED_GPU = ("nvml_index", "uuid")
+
+
+def _type_name(value: object) -> str:
+    return type(value).__name__
+
+
+def _opt(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
+    value = obj.get(key)
+    if value is None:
+        return None
+    # bool is an int subclass: reject it where an int is wanted.
+    if isinstance(value, bool) and kind in (int, float, (int, float)):
+        raise SnapshotError(f"{where}.{key} must be {_kind_name(kind)}, not {_type_name(value)}")
+    if not isinstance(value, kind):
+        raise SnapshotError(f"{where}.{key} must be {_kind_name(kind)}, not {_type_name(value)}")
+    return value
+
+
+def _kind_name(kind: type | tuple[type, ...]) -> str:
+    if isinstance(kind, tuple):
+        return " or ".join(k.__name__ for k in kind)
+    return kind.__name__
+
+
+def _req(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
+    if key not in obj or obj[key] is None:
+        raise SnapshotError(f"{where}.{key} is required")
+    return _opt(obj, key, kind, where)
+
+
+def _list(obj: Mapping[str, Any], key: str, where: str) -> list[Any]:
+    value = obj.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise SnapshotError(f"{where}.{key} must be a list, not {_type_name(value)}")
+    return value
+
+
+def _obj(value: object, where: str) -> Mapping[str, Any]:
+    if not isinstance(value, dict):
+        raise SnapshotError(f"{where} must be an object, not {_type_name(value)}")
+    return value
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _mig_from_json(raw: object, where: str) -> MigDevice:
+    d = _obj(raw, where)
+    return MigDevice(
+        uuid=_req(d, "uuid", str, where),
+        gpu_instance_id=_opt(d, "gpu_instance_id", int, where),
+        compute_instance_id=_opt(d, "compute_instance_id", int, where),
+        memory_total_mib=_opt(d, "memory_total_mib", int, where),
+    )
+
+
+def _process_from_json(raw: object, where: str) -> GpuProcess:
+    d = _obj(raw, where)
+    return GpuProcess(
+        pid=_req(d, "pid", int, where),
+        used_memory_mib=_opt(d, "used_memory_mib", int, where),
+        name=_opt(d, "name", str, where),
+    )
+
+
+def gpu_from_json(raw: object, where: str = "gpus[]") -> Gpu:
+    """Build a :class:`Gpu` from its snapshot JSON object."""
+    d = _obj(raw, where)
+    for key in _REQUIRED_GPU:
+        if key not in d:
+            raise SnapshotError(f"{where}.{key} is required")
+    _req(d, "nvml_index", int, where)
+    lost = bool(_opt(d, "lost", bool, where) or False)
+    uuid = _opt(d, "uuid", str, where)
+    if uuid is None and not lost:
+        raise SnapshotError(f"{where}.uuid is required (null only when lost is true)")
+    throttle = d.get("throttle_reasons")
+    if throttle is not None and not (
+        isinstance(throttle, list) and all(isinstance(t, str) for t in throttle)
+    ):
+        raise SnapshotError(f"{where}.throttle_reasons must be a list of strings")
+    errors = _opt(d, "errors", dict, where) or {}
+    return Gpu(
+        nvml_index=d["nvml_index"],
+        uuid=uuid,
+        pci_bus_id=_opt(d, "pci_bus_id", str, where),
+        name=_opt(d, "name", str, where),
+        memory_total_mib=_opt(d, "memory_total_mib", int, where),
+        memory_used_mib=_opt(d, "memory_used_mib", int, where),
+        utilization_gpu_percent=_opt(d, "utilization_gpu_percent", int, where),
+        temperature_c=_opt(d, "temperature_c", int, where),
+        power_draw_w=_float(_opt(d, "power_draw_w", (int, float), where)),
+        power_limit_w=_float(_opt(d, "power_limit_w", (int, float), where)),
+        multiprocessor_count=_opt(d, "multiprocessor_count", int, where),
+        compute_capability=_opt(d, "compute_capability", str, where),
+        mig_enabled=_opt(d, "mig_enabled", bool, where),
+        mig_devices=tuple(
+            _mig_from_json(m, f"{where}.mig_devices[{i}]")
+            for i, m in enumerate(_list(d, "mig_devices", where))
+        ),
+        processes=tuple(
+            _process_from_json(p, f"{where}.processes[{i}]")
+            for i, p in enumerate(_list(d, "processes", where))
+        ),
+        ecc_uncorrectable_volatile=_opt(d, "ecc_uncorrectable_volatile", int, where),
+        ecc_uncorrectable_aggregate=_opt(d, "ecc_uncorrectable_aggregate", int, where),
+        retired_pages_pending=_opt(d, "retired_pages_pending", bool, where),
+        remapped_rows_failure=_opt(d, "remapped_rows_failure", bool, where),
+        compute_mode=_opt(d, "compute_mode", str, where),
+        persistence_mode=_opt(d, "persistence_mode", bool, where),
+        throttle_reasons=None if throttle is None else tuple(throttle),
+        lost=lost,
+        errors={str(k): str(v) for k, v in errors.items()},
+    )
+
+
+def gpu_to_json(gpu: Gpu) -> dict[str, Any]:
+    """The snapshot JSON object of one GPU."""
+    return {
+        "nvml_index": gpu.nvml_index,
+        "uuid": gpu.uuid,
+        "pci_bus_id": gpu.pci_bus_id,
+        "name": gpu.name,
+        "memory_total_mib": gpu.memory_total_mib,
+        "memory_used_mib": gpu.memory_used_mib,
+        "utilization_gpu_percent": gpu.utilization_gpu_percent,
+        "temperature_c": gpu.temperature_c,
+        "power_draw_w": gpu.power_draw_w,
+        "power_limit_w": gpu.power_limit_w,
+        "multiprocessor_count": gpu.multiprocessor_count,
+        "compute_capability": gpu.compute_capability,
+        "mig_enabled": gpu.mig_enabled,
+        "mig_devices": [
+            {
+                "uuid": m.uuid,
+                "gpu_instance_id": m.gpu_instance_id,
+                "compute_instance_id": m.compute_instance_id,
+                "memory_total_mib": m.memory_total_mib,
+            }
+            for m in gpu.mig_devices
+        ],
+        "processes": [
+            {"pid": p.pid, "used_memory_mib": p.used_memory_mib, "name": p.name}
+            for p in gpu.processes
+        ],
+        "ecc_uncorrectable_volatile": gpu.ecc_uncorrectable_volatile,
+        "ecc_uncorrectable_aggregate": gpu.ecc_uncorrectable_aggregate,
+        "retired_pages_pending": gpu.retired_pages_pending,
+        "remapped_rows_failure": gpu.remapped_rows_failure,
+        "compute_mode": gpu.compute_mode,
+        "persistence_mode": gpu.persistence_mode,
+        "throttle_reasons": None if gpu.throttle_reasons is None else list(gpu.throttle_reasons),
+        "lost": gpu.lost,
+        "errors": dict(gpu.errors),
+    }
+
+
+def _torch_from_json(raw: object) -> TorchInfo | None:
+    if raw is None:
+        return None
+    where = "torch"
+    d = _obj(raw, where)
+    devices = []
+    for i, item in enumerate(_list(d, "devices", where)):
+        w = f"torch.devices[{i}]"
+        dev = _obj(item, w)
+        devices.append(
+            TorchDevice(
+                cuda_ordinal=_req(dev, "cuda_ordinal", int, w),
+                name=_opt(dev, "name", str, w),
+                uuid=_opt(dev, "uuid", str, w),
+                memory_total_mib=_opt(dev, "memory_total_mib", int, w),
+                multiprocessor_count=_opt(dev, "multiprocessor_count", int, w),
+                compute_capability=_opt(dev, "compute_capability", str, w),
+            )
+        )
+    arch = _list(d, "arch_list", where)
+    if not all(isinstance(a, str) for a in arch):
+        raise SnapshotError("torch.arch_list must be a list of strings")
+    return TorchInfo(
+        version=_opt(d, "version", str, where),
+        cuda_version=_opt(d, "cuda_version", str, where),
+        cpu_only=_opt(d, "cpu_only", bool, where),
+        cuda_available=_opt(d, "cuda_available", bool, where),
+        device_count=_opt(d, "device_count", int, where),
+        arch_list=tuple(arch),
+        devices=tuple(devices),
+        error=_opt(d, "error", str, where),
+    )
+
+
+def torch_to_json(info: TorchInfo | None) -> dict[str, Any] | None:
+    """The snapshot JSON object of torch's view (None when not collected)."""
+    if info is None:
+        return None
+    return {
+        "version": info.version,
+        "cuda_version": info.cuda_version,
+        "cpu_only": info.cpu_only,
+        "cuda_available": info.cuda_available,
+        "device_count": info.device_count,
+        "arch_list": list(info.arch_list),
+        "devices": [
+            {
+                "cuda_ordinal": d.cuda_ordinal,
+                "name": d.name,
+                "uuid": d.uuid,
+                "memory_total_mib": d.memory_total_mib,
+                "multiprocessor_count": d.multiprocessor_count,
+                "compute_capability": d.compute_capability,
+            }
+            for d in info.devices
+        ],
+        "error": info.error,
+    }
+
+
+def _gputil_from_json(raw: object) -> tuple[GputilGpu, ...] | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, list):
+        raise SnapshotError(f"gputil must be a list or null, not {_type_name(raw)}")
+    out = []
+    for i, item in enumerate(raw):
+        w = f"gputil[{i}]"
+        d = _obj(item, w)
+        out.append(
+            GputilGpu(
+                gputil_id=_req(d, "gputil_id", int, w),
+                uuid=_opt(d, "uuid", str, w),
+                name=_opt(d, "name", str, w),
+                memory_total_mib=_opt(d, "memory_total_mib", int, w),
+                memory_used_mib=_opt(d, "memory_used_mib", int, w),
+                load_percent=_float(_opt(d, "load_percent", (int, float), w)),
+                temperature_c=_float(_opt(d, "temperature_c", (int, float), w)),
+            )
+        )
+    return tuple(out)
+
+
+def gputil_to_json(gpus: tuple[GputilGpu, ...] | None) -> list[dict[str, Any]] | None:
+    """The snapshot JSON list of GPUtil's view (None when not collected)."""
+    if gpus is None:
+        return None
+    return [
+        {
+            "gputil_id": g.gputil_id,
+            "uuid": g.uuid,
+            "name": g.name,
+            "memory_total_mib": g.memory_total_mib,
+            "memory_used_mib": g.memory_used_mib,
+            "load_percent": g.load_percent,
+            "temperature_c": g.temperature_c,
+        }
+        for g in gpus
+    ]
+
+
+def _sources_from_json(raw: object) -> dict[str, SourceStatus]:
+    if raw is None:
+        return {}
+    d = _obj(raw, "sources")
+    out = {}
+    for name, item in d.items():
+        w = f"sources.{name}"
+        s = _obj(item, w)
+        status = _req(s, "status", str, w)
+        if status not in ("ok", "unavailable", "error"):
+            raise SnapshotError(f"{w}.status must be ok, unavailable or error, not {status!r}")
+        out[str(name)] = SourceStatus(status=status, reason=_opt(s, "reason", str, w))
+    return out
+
+
+def snapshot_from_json(data: object) -> Snapshot:
+    """Validate a parsed JSON document and build a :class:`Snapshot`.
+
+    Raises:
+        SnapshotError: the document does not follow ``gpudiag-snapshot/1``.
+    """
+    d = _obj(data, "snapshot")
+    schema = d.get("schema")
+    if schema != SNAPSHOT_SCHEMA:
+        raise SnapshotError(f"schema is {schema!r}, expected {SNAPSHOT_SCHEMA!r}")
+    for key in _REQUIRED_TOP:
+        if key not in d:
+            raise SnapshotError(f"required field {key!r} is missing")
+    env_raw = _obj(d["env"], "env")
+    env: dict[str, str | None] = {"CUDA_VISIBLE_DEVICES": None, "CUDA_DEVICE_ORDER": None}
+    for key, value in env_raw.items():
+        if value is not None and not isinstance(value, str):
+            raise SnapshotError(f"env.{key} must be a string or null, not {_type_name(value)}")
+        env[str(key)] = value
+    cuda_order = d["cuda_order"]
+    if cuda_order is not None and not (
+        isinstance(cuda_order, list) and all(isinstance(u, str) for u in cuda_order)
+    ):
+        raise SnapshotError("cuda_order must be a list of UUID strings or null")
+    if not isinstance(d["gpus"], list):
+        raise SnapshotError(f"gpus must be a list, not {_type_name(d['gpus'])}")
+    gpus = tuple(gpu_from_json(g, f"gpus[{i}]") for i, g in enumerate(d["gpus"]))
+    indices = [g.nvml_index for g in gpus]
+    if len(set(indices)) != len(indices):
+        raise SnapshotError("gpus[].nvml_index values must be unique")
+    return Snapshot(
+        schema=schema,
+        driver_version=_opt(d, "driver_version", str, "snapshot"),
+        cuda_driver_version=_opt(d, "cuda_driver_version", str, "snapshot"),
+        env=env,
+        cuda_order=None if cuda_order is None else tuple(cuda_order),
+        gpus=tuple(sorted(gpus, key=lambda g: g.nvml_index)),
+        sources=_sources_from_json(d.get("sources")),
+        torch=_torch_from_json(d.get("torch")),
+        gputil=_gputil_from_json(d.get("gputil")),
+        hostname=_opt(d, "hostname", str, "snapshot"),
+        created_utc=_opt(d, "created_utc", str, "snapshot"),
+    )
+
+
+def snapshot_to_json(snap: Snapshot) -> dict[str, Any]:
+    """The JSON document of a snapshot, ready for :func:`json.dumps`."""
+    return {
+        "schema": snap.schema,
+        "created_utc": snap.created_utc,
+        "hostname": snap.hostname,
+        "driver_version": snap.driver_version,
+        "cuda_driver_version": snap.cuda_driver_version,
+        "env": dict(snap.env),
+        "cuda_order": None if snap.cuda_order is None else list(snap.cuda_order),
+        "gpus": [gpu_to_json(g) for g in snap.gpus],
+        "sources": {
+            name: {"status": s.status, "reason": s.reason} for name, s in snap.sources.items()
+        },
+        "torch": torch_to_json(snap.torch),
+        "gputil": gputil_to_json(snap.gputil),
+    }
+
+
+def load_snapshot(path: str | Path) -> Snapshot:
+    """Read a snapshot file.
+
+    Raises:
+        SnapshotError: unreadable file, invalid JSON, or wrong schema; the
+            message names the file and the problem in one line.
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SnapshotError(f"cannot read snapshot {p}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise SnapshotError(f"snapshot {p} is not UTF-8 text") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SnapshotError(
+            f"snapshot {p} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from None
+    try:
+        return snapshot_from_json(data)
+    except SnapshotError as exc:
+        raise SnapshotError(f"snapshot {p} is invalid: {exc}") from None
+
+
+def dump_snapshot(snap: Snapshot) -> str:
+    """The snapshot as pretty-printed JSON text."""
+    return json.dumps(snapshot_to_json(snap), indent=2) + "\n"
