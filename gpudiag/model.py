@@ -200,3 +200,64 @@ def normalize_uuid(uuid: str | None) -> str | None:
     if text.startswith("gpu-"):
         text = text[4:]
     return "GPU-" + text
+
+
+@dataclass(frozen=True)
+class VisibleDevice:
+    """One device a CUDA program will see: ``cuda:<cuda_ordinal>``.
+
+    ``uuid`` is always the physical GPU's UUID; for a MIG instance ``mig_uuid``
+    is the instance's and ``uuid`` its parent GPU's.
+    """
+
+    cuda_ordinal: int
+    nvml_index: int
+    uuid: str
+    mig_uuid: str | None = None
+    entry: str | None = None
+
+    def to_json(self) -> dict[str, object]:
+        """The ``visible`` item of ``gpudiag check --json``."""
+        return {
+            "cuda_ordinal": self.cuda_ordinal,
+            "nvml_index": self.nvml_index,
+            "uuid": self.uuid,
+            "mig_uuid": self.mig_uuid,
+        }
+
+
+@dataclass(frozen=True)
+class EntryExplanation:
+    """How one comma-separated ``CUDA_VISIBLE_DEVICES`` entry was read.
+
+    ``outcome`` is ``visible`` (it selected a device), ``stop`` (it is invalid
+    and ends the list), ``ignored`` (it comes after the stop, or CUDA skips it).
+    """
+
+    position: int
+    entry: str
+    outcome: Literal["visible", "stop", "ignored"]
+    text: str
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """The answer to "which physical devices are cuda:0, cuda:1, …".
+
+    Attributes:
+        spec: the ``CUDA_VISIBLE_DEVICES`` value evaluated (None: unset).
+        order: the effective ``CUDA_DEVICE_ORDER`` (``PCI_BUS_ID`` or ``FASTEST_FIRST``).
+        devices: the visible devices, in ``cuda_ordinal`` order.
+        explanations: one per entry of ``spec``, in order.
+        findings: pitfalls found while resolving.
+        method: ``rules`` (CUDA's documented rules) or ``driver`` (asked libcuda).
+        certain: False when the mapping depends on an order gpudiag could not know.
+    """
+
+    spec: str | None
+    order: str
+    devices: tuple[VisibleDevice, ...]
+    explanations: tuple[EntryExplanation, ...] = ()
+    findings: tuple[Finding, ...] = ()
+    method: Literal["rules", "driver"] = "rules"
+    certain: bool = True
