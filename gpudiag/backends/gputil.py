@@ -1,0 +1,66 @@
+"""GPUtil backend: nvidia-smi's CSV view, through GPUtil, in a child process.
+
+GPUtil is a thin ``nvidia-smi`` parser. Two of its failure modes must not pass
+for facts: its import breaks on Python >= 3.12 without setuptools (it imports
+``distutils``), and a missing ``nvidia-smi`` makes ``getGPUs()`` return ``[]``,
+which reads like "zero GPUs". Both are reported as the source being unavailable.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from gpudiag.backends.subproc import Runner, child_env, last_json_line, python_module_argv, run_child
+from gpudiag.model import GputilGpu, SourceStatus
+
+DEFAULT_TIMEOUT_S = 30.0
+
+
+def collect_gputil(
+    *, timeout_s: float = DEFAULT_TIMEOUT_S, runner: Runner = run_child
+) -> tuple[tuple[GputilGpu, ...] | None, SourceStatus]:
+    """GPUtil's GPUs, or None with the reason it could not be asked."""
+    result = runner(python_module_argv("gpudiag.backends._gputil_child"), child_env(), timeout_s)
+    if result.start_error:
+        return None, SourceStatus("error", f"could not start the GPUtil query: {result.start_error}")
+    if result.timed_out:
+        return None, SourceStatus("error", f"GPUtil (nvidia-smi) timed out after {timeout_s:g} s")
+    line = last_json_line(result.stdout)
+    if result.returncode != 0 or line is None:
+        tail = (result.stderr.strip().splitlines() or ["no output"])[-1]
+        return None, SourceStatus("error", f"GPUtil query failed (exit {result.returncode}): {tail}")
+    return parse_gputil_json(json.loads(line))
+
+
+def parse_gputil_json(
+    data: Mapping[str, Any],
+) -> tuple[tuple[GputilGpu, ...] | None, SourceStatus]:
+    """Turn the child's JSON into (GPUs, status)."""
+    if data.get("no_smi"):
+        return None, SourceStatus(
+            "unavailable",
+            "nvidia-smi not found on PATH (GPUtil would have reported zero GPUs)",
+        )
+    if "import_error" in data:
+        return None, SourceStatus(
+            "unavailable",
+            f"GPUtil failed to import ({data['import_error']}); on Python >= 3.12 "
+            "it needs setuptools for distutils",
+        )
+    if "error" in data:
+        return None, SourceStatus("error", f"GPUtil could not parse nvidia-smi: {data['error']}")
+    gpus = tuple(
+        GputilGpu(
+            gputil_id=int(g["gputil_id"]),
+            uuid=g.get("uuid"),
+            name=g.get("name"),
+            memory_total_mib=g.get("memory_total_mib"),
+            memory_used_mib=g.get("memory_used_mib"),
+            load_percent=g.get("load_percent"),
+            temperature_c=g.get("temperature_c"),
+        )
+        for g in data.get("gpus", [])
+    )
+    return gpus, SourceStatus("ok")

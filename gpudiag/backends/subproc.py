@@ -1,0 +1,95 @@
+"""The one seam through which backends start child processes.
+
+Modelled on torch's ``utils/collect_env.py``: every query goes through one
+injectable function, so tests can replace it and so every call has an argv
+list and a timeout (never ``shell=True``).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ChildResult:
+    """What a child process did.
+
+    Attributes:
+        returncode: exit status, or None when it was killed for the timeout or
+            could not be started.
+        stdout: its standard output, decoded as UTF-8.
+        stderr: its standard error, decoded as UTF-8.
+        timed_out: True when it ran past its timeout and was killed.
+        start_error: why it could not be started, or None.
+    """
+
+    returncode: int | None
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+    start_error: str | None = None
+
+
+Runner = Callable[[Sequence[str], Mapping[str, str], float], ChildResult]
+
+
+def run_child(argv: Sequence[str], env: Mapping[str, str], timeout_s: float) -> ChildResult:
+    """Run ``argv`` with ``env`` and a hard timeout; never raises for the child's failures."""
+    try:
+        proc = subprocess.run(
+            list(argv),
+            env=dict(env),
+            capture_output=True,
+            timeout=timeout_s,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired as exc:
+        return ChildResult(None, _text(exc.stdout), _text(exc.stderr), timed_out=True)
+    except OSError as exc:
+        return ChildResult(None, "", "", start_error=f"{argv[0]}: {exc.strerror or exc}")
+    return ChildResult(proc.returncode, _text(proc.stdout), _text(proc.stderr))
+
+
+def _text(data: bytes | str | None) -> str:
+    if data is None:
+        return ""
+    if isinstance(data, bytes):
+        return data.decode("utf-8", errors="replace")
+    return data
+
+
+def python_module_argv(module: str, *args: str) -> list[str]:
+    """argv that runs ``python -m module args…`` with this interpreter."""
+    return [sys.executable, "-m", module, *args]
+
+
+def child_env(overrides: Mapping[str, str | None] | None = None) -> dict[str, str]:
+    """A copy of this process's environment with ``overrides`` applied.
+
+    A value of None removes the variable (so "unset" can be tested, which is
+    not the same as empty: ``CUDA_VISIBLE_DEVICES=""`` hides every GPU).
+    """
+    env = dict(os.environ)
+    for key, value in (overrides or {}).items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return env
+
+
+def last_json_line(stdout: str) -> str | None:
+    """The last line of ``stdout`` that looks like a JSON object.
+
+    Children print one JSON line last; libraries may print noise before it.
+    """
+    for line in reversed(stdout.splitlines()):
+        line = line.strip()
+        if line.startswith("{") and line.endswith("}"):
+            return line
+    return None

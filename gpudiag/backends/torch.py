@@ -1,0 +1,74 @@
+"""torch backend: what ``torch.cuda`` reports, queried in a child process.
+
+Never imports torch here: the query runs in ``gpudiag.backends._torch_child`` so
+the caller's process never initialises CUDA (CUDA reads
+``CUDA_VISIBLE_DEVICES`` once, at initialisation, and ignores later changes).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from gpudiag.backends.subproc import Runner, child_env, last_json_line, python_module_argv, run_child
+from gpudiag.model import SourceStatus, TorchDevice, TorchInfo
+
+#: Importing torch and initialising CUDA can take tens of seconds on a cold node.
+DEFAULT_TIMEOUT_S = 120.0
+
+
+def collect_torch(
+    env_overrides: Mapping[str, str | None] | None = None,
+    *,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    runner: Runner = run_child,
+) -> tuple[TorchInfo | None, SourceStatus]:
+    """torch's view of the GPUs, under this environment plus ``env_overrides``.
+
+    Returns:
+        (info, status): info is None when torch could not be asked at all.
+    """
+    argv = python_module_argv("gpudiag.backends._torch_child")
+    result = runner(argv, child_env(env_overrides), timeout_s)
+    if result.start_error:
+        return None, SourceStatus("error", f"could not start the torch query: {result.start_error}")
+    if result.timed_out:
+        return None, SourceStatus("error", f"torch query timed out after {timeout_s:g} s")
+    line = last_json_line(result.stdout)
+    if result.returncode != 0 or line is None:
+        tail = (result.stderr.strip().splitlines() or ["no output"])[-1]
+        return None, SourceStatus(
+            "error", f"torch query failed (exit {result.returncode}): {tail}"
+        )
+    return parse_torch_json(json.loads(line))
+
+
+def parse_torch_json(data: Mapping[str, Any]) -> tuple[TorchInfo | None, SourceStatus]:
+    """Turn the child's JSON into (TorchInfo, status)."""
+    if "import_error" in data:
+        return None, SourceStatus("unavailable", f"torch is not installed ({data['import_error']})")
+    devices = tuple(
+        TorchDevice(
+            cuda_ordinal=int(d["cuda_ordinal"]),
+            name=d.get("name"),
+            uuid=d.get("uuid"),
+            memory_total_mib=d.get("memory_total_mib"),
+            multiprocessor_count=d.get("multiprocessor_count"),
+            compute_capability=d.get("compute_capability"),
+        )
+        for d in data.get("devices", []) or []
+    )
+    info = TorchInfo(
+        version=data.get("version"),
+        cuda_version=data.get("cuda_version"),
+        cpu_only=data.get("cpu_only"),
+        cuda_available=data.get("cuda_available"),
+        device_count=data.get("device_count"),
+        arch_list=tuple(data.get("arch_list", []) or []),
+        devices=devices,
+        error=data.get("error"),
+    )
+    if info.error and not info.cpu_only:
+        return info, SourceStatus("error", f"torch could not initialise CUDA: {info.error}")
+    return info, SourceStatus("ok")

@@ -1,0 +1,1 @@
+"""gpudiag test suite (a package, so helpers import as ``from .conftest import …``)."""
