@@ -1,11 +1,54 @@
-"""``gpudiag list``: placeholder."""
+"""``gpudiag list``: every GPU as NVML, torch and GPUtil see it, and its cuda:N."""
 
 from __future__ import annotations
 
+import json
+
 import click
 
+from gpudiag.cli.options import json_option, snapshot_option, visible_options
+from gpudiag.cli.exitcodes import OK
 
-@click.command("list")
-def list_cmd() -> None:
-    """Not implemented yet."""
-    raise click.ClickException("not implemented yet")
+
+@click.command(
+    "list",
+    epilog="""\b
+Examples:
+  gpudiag list                          # the live machine
+  gpudiag list --json | jq '.gpus[] | {nvml_index, uuid, cuda_ordinals}'
+  gpudiag list --visible 2,0            # cuda:0 is nvidia-smi GPU 2, cuda:1 is GPU 0
+  gpudiag list --visible GPU-9e8d       # a UUID prefix, as Slurm may hand out
+  gpudiag list --snapshot node.json     # a machine captured by `gpudiag snapshot`
+
+\b
+The NVML column is nvidia-smi's index; the CUDA column is the cuda:N ordinal the
+GPU gets under CUDA_VISIBLE_DEVICES / CUDA_DEVICE_ORDER (blank: hidden). Exit
+status is 0 whenever a report could be made, zero GPUs and no driver included;
+2 for bad input (e.g. a malformed --snapshot file).""",
+)
+@snapshot_option
+@visible_options
+@json_option
+def list_cmd(
+    snapshot_path: str | None, visible: str | None, order: str | None, as_json: bool
+) -> None:
+    """List the GPUs, which sources see them, and their CUDA ordinals."""
+    from gpudiag.core.inventory import build_inventory
+    from gpudiag.core.visibility import resolve_visible
+    from gpudiag.machine import load_machine
+    from gpudiag.render.inventory import list_to_json, render_list
+    from gpudiag.render.mapping import render_mapping, resolution_to_json
+
+    snapshot = load_machine(snapshot_path)
+    spec = visible if visible is not None else snapshot.cuda_visible_devices
+    effective_order = order if order is not None else snapshot.cuda_device_order
+    resolution = resolve_visible(spec, effective_order, snapshot)
+    inventory = build_inventory(snapshot, resolution)
+    if as_json:
+        doc = list_to_json(snapshot, inventory, resolution, resolution_to_json(resolution))
+        click.echo(json.dumps(doc, indent=2))
+        raise SystemExit(OK)
+    # The explicit cuda:N → GPU table when a mapping was asked for or is in force.
+    explicit = spec is not None or effective_order is not None
+    mapping = render_mapping(resolution, snapshot) if explicit and snapshot.gpus else None
+    click.echo(render_list(snapshot, inventory, resolution, mapping_text=mapping), nl=False)

@@ -1,0 +1,418 @@
+"""Reconcile NVML, torch and GPUtil into one record per physical GPU.
+
+Pure: a function of a :class:`~gpudiag.model.Snapshot`. The join key is the
+UUID's hex part, lower-cased: NVML and nvidia-smi print ``GPU-…``, torch prints
+the bare UUID, and a MIG instance's UUID (``MIG-…``) joins to its parent GPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpudiag.model import (
+    Finding,
+    Gpu,
+    GputilGpu,
+    Resolution,
+    Snapshot,
+    TorchDevice,
+    TorchInfo,
+)
+
+CODES: dict[str, str] = {
+    "SRC-NVML-UNAVAILABLE": "NVML cannot be used: no NVIDIA driver, or it is not loaded",
+    "SRC-NVML-ERROR": "NVML failed: driver/library mismatch, permissions, or a query error",
+    "SRC-NVML-GPU-LOST": "a GPU was lost while NVML queried it",
+    "SRC-TORCH-UNAVAILABLE": "torch is not installed for this Python",
+    "SRC-TORCH-ERROR": "torch could not be queried, or could not initialise CUDA",
+    "SRC-GPUTIL-UNAVAILABLE": "GPUtil cannot be used (nvidia-smi missing, or import failure)",
+    "SRC-GPUTIL-ERROR": "GPUtil failed while running nvidia-smi",
+    "INV-NO-GPUS": "NVML works but reports no GPU",
+    "INV-TORCH-SEES-NONE": "NVML sees GPUs but torch sees none",
+    "INV-TORCH-COUNT-MISMATCH": "torch sees a different number of devices than expected",
+    "INV-TORCH-UUID-UNKNOWN": "torch reports a device NVML does not list",
+    "INV-TORCH-ORDER-MISMATCH": "torch's cuda:N is not the GPU the CUDA rules predict",
+    "INV-GPUTIL-MISMATCH": "GPUtil (nvidia-smi) and NVML disagree about the GPUs",
+}
+
+
+def uuid_key(uuid: str | None) -> str | None:
+    """The join key of a GPU or MIG UUID: its hex part, lower case."""
+    if uuid is None:
+        return None
+    text = uuid.strip().lower()
+    for prefix in ("gpu-", "mig-"):
+        if text.startswith(prefix):
+            text = text[len(prefix) :]
+    return text or None
+
+
+@dataclass(frozen=True)
+class InventoryRow:
+    """One physical GPU as the three sources and the CUDA mapping see it.
+
+    Attributes:
+        gpu: NVML's record (None when only torch or GPUtil saw this GPU).
+        torch_devices: torch's devices on this GPU (several for MIG instances).
+        gputil: GPUtil's record, or None.
+        cuda_ordinals: the ``cuda:N`` ordinals this GPU gets under the resolution.
+    """
+
+    gpu: Gpu | None
+    torch_devices: tuple[TorchDevice, ...] = ()
+    gputil: GputilGpu | None = None
+    cuda_ordinals: tuple[int, ...] = ()
+
+    @property
+    def uuid(self) -> str | None:
+        """The best-known UUID, NVML's spelling first."""
+        if self.gpu is not None and self.gpu.uuid:
+            return self.gpu.uuid
+        if self.gputil is not None and self.gputil.uuid:
+            return self.gputil.uuid
+        if self.torch_devices and self.torch_devices[0].uuid:
+            return "GPU-" + self.torch_devices[0].uuid.lower().removeprefix("gpu-")
+        return None
+
+    @property
+    def seen_by(self) -> tuple[str, ...]:
+        """Which sources reported this GPU, in the order nvml, torch, gputil."""
+        seen = []
+        if self.gpu is not None:
+            seen.append("nvml")
+        if self.torch_devices:
+            seen.append("torch")
+        if self.gputil is not None:
+            seen.append("gputil")
+        return tuple(seen)
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """The reconciled view: rows in nvidia-smi order, and the findings."""
+
+    rows: tuple[InventoryRow, ...]
+    findings: tuple[Finding, ...]
+
+
+def _keys_of(gpu: Gpu) -> set[str]:
+    keys = {k for k in [uuid_key(gpu.uuid)] if k}
+    keys.update(k for k in (uuid_key(m.uuid) for m in gpu.mig_devices) if k)
+    return keys
+
+
+def build_inventory(snapshot: Snapshot, resolution: Resolution | None = None) -> Inventory:
+    """Join the sources by UUID; ``resolution`` (e.g. a --visible what-if) supplies
+    the CUDA ordinals shown per row."""
+    torch_devices = snapshot.torch.devices if snapshot.torch else ()
+    gputil_gpus = snapshot.gputil or ()
+    used_torch: set[int] = set()
+    used_gputil: set[int] = set()
+    rows: list[InventoryRow] = []
+    for gpu in snapshot.gpus:
+        keys = _keys_of(gpu)
+        mine = tuple(d for d in torch_devices if uuid_key(d.uuid) in keys)
+        used_torch.update(d.cuda_ordinal for d in mine)
+        util = next((g for g in gputil_gpus if uuid_key(g.uuid) in keys), None)
+        if util is not None:
+            used_gputil.add(util.gputil_id)
+        ordinals: tuple[int, ...] = ()
+        if resolution is not None and gpu.uuid is not None:
+            ordinals = tuple(
+                d.cuda_ordinal for d in resolution.devices if uuid_key(d.uuid) == uuid_key(gpu.uuid)
+            )
+        rows.append(InventoryRow(gpu=gpu, torch_devices=mine, gputil=util, cuda_ordinals=ordinals))
+    # GPUs only torch or GPUtil saw (NVML unavailable, or a disagreement).
+    extra_util = {uuid_key(g.uuid): g for g in gputil_gpus if g.gputil_id not in used_gputil}
+    for dev in torch_devices:
+        if dev.cuda_ordinal in used_torch:
+            continue
+        util = extra_util.pop(uuid_key(dev.uuid), None)
+        rows.append(InventoryRow(gpu=None, torch_devices=(dev,), gputil=util))
+    rows.extend(InventoryRow(gpu=None, gputil=g) for g in extra_util.values())
+    # The findings compare torch with the mapping under the snapshot's own
+    # environment (torch was queried under it), not under a --visible what-if.
+    return Inventory(rows=tuple(rows), findings=tuple(inventory_findings(snapshot)))
+
+
+def inventory_findings(snapshot: Snapshot, resolution: Resolution | None = None) -> list[Finding]:
+    """Source failures and disagreements between NVML, torch and GPUtil.
+
+    Args:
+        snapshot: the machine.
+        resolution: the CUDA mapping under the snapshot's own environment (the
+            one torch was queried under); computed when None.
+    """
+    if resolution is None:
+        from gpudiag.core.visibility import resolve_visible
+
+        resolution = resolve_visible(
+            snapshot.cuda_visible_devices, snapshot.cuda_device_order, snapshot
+        )
+    findings: list[Finding] = []
+    findings += _source_findings(snapshot)
+    findings += _torch_findings(snapshot, resolution)
+    findings += _gputil_findings(snapshot)
+    return findings
+
+
+def _status(snapshot: Snapshot, name: str) -> tuple[str, str]:
+    src = snapshot.sources.get(name)
+    if src is None:
+        return "unknown", "not recorded"
+    return src.status, src.reason or ""
+
+
+def _source_findings(snapshot: Snapshot) -> list[Finding]:
+    out: list[Finding] = []
+    status, reason = _status(snapshot, "nvml")
+    if status == "unavailable":
+        out.append(
+            Finding(
+                "SRC-NVML-UNAVAILABLE",
+                "warning",
+                f"NVML is unavailable: {reason}. Without it gpudiag cannot see physical GPUs.",
+                fix="Install the NVIDIA driver (it provides libnvidia-ml.so.1), or run "
+                "gpudiag on a snapshot taken on the GPU node: `gpudiag snapshot -o F` "
+                "there, then `gpudiag list --snapshot F`.",
+                subject="nvml",
+            )
+        )
+    elif status == "error":
+        fix = "Check `nvidia-smi`; it fails the same way."
+        if "mismatch" in reason:
+            fix = (
+                "Reboot the node (or reload the nvidia kernel modules) so the loaded "
+                "driver matches the installed NVML library."
+            )
+        out.append(
+            Finding("SRC-NVML-ERROR", "error", f"NVML failed: {reason}.", fix=fix, subject="nvml")
+        )
+    for gpu in snapshot.gpus:
+        if gpu.lost:
+            what = f"GPU at nvidia-smi index {gpu.nvml_index}"
+            if gpu.uuid:
+                what += f" ({gpu.uuid})"
+            out.append(
+                Finding(
+                    "SRC-NVML-GPU-LOST",
+                    "error",
+                    f"{what} was lost while NVML queried it (NVMLError_GpuIsLost, usually "
+                    "Xid 79: fallen off the bus); CUDA will not enumerate it.",
+                    fix="Check `dmesg` for Xid errors; drain the node and reset the GPU "
+                    "(`nvidia-smi -r -i N`) or reboot.",
+                    subject=gpu.uuid or f"nvml:{gpu.nvml_index}",
+                )
+            )
+    if status == "ok" and not snapshot.gpus:
+        out.append(
+            Finding(
+                "INV-NO-GPUS",
+                "warning",
+                "NVML works but reports no GPU on this machine.",
+                fix="Check the node's GPU allocation and `nvidia-smi -L`.",
+            )
+        )
+    t_status, t_reason = _status(snapshot, "torch")
+    if t_status == "unavailable" and snapshot.torch is None and "not installed" in t_reason:
+        out.append(
+            Finding(
+                "SRC-TORCH-UNAVAILABLE",
+                "warning",
+                f"torch cannot be asked: {t_reason}.",
+                fix="Install PyTorch in this environment, or run gpudiag with the "
+                "job's Python.",
+                subject="torch",
+            )
+        )
+    elif t_status == "error":
+        out.append(
+            Finding(
+                "SRC-TORCH-ERROR",
+                "error",
+                f"torch failed: {t_reason}.",
+                fix="Run `python -c 'import torch; torch.cuda.init()'` to see the full error.",
+                subject="torch",
+            )
+        )
+    g_status, g_reason = _status(snapshot, "gputil")
+    if g_status == "unavailable" and g_reason != "not asked":
+        out.append(
+            Finding(
+                "SRC-GPUTIL-UNAVAILABLE",
+                "info",
+                f"GPUtil cannot be used: {g_reason}.",
+                fix=None,
+                subject="gputil",
+            )
+        )
+    elif g_status == "error":
+        out.append(
+            Finding(
+                "SRC-GPUTIL-ERROR",
+                "warning",
+                f"GPUtil failed: {g_reason}.",
+                fix="Run `nvidia-smi` by hand; it likely prints an error.",
+                subject="gputil",
+            )
+        )
+    return out
+
+
+def _version_tuple(text: str | None) -> tuple[int, ...] | None:
+    if not text:
+        return None
+    try:
+        return tuple(int(p) for p in text.split(".")[:2])
+    except ValueError:
+        return None
+
+
+def _why_torch_sees_none(snapshot: Snapshot, info: TorchInfo) -> tuple[str, str, str | None, str]:
+    """(severity, reason, predicts, fix) for "NVML sees GPUs, torch sees none"."""
+    cvd = snapshot.cuda_visible_devices
+    if info.cpu_only:
+        return (
+            "error",
+            f"torch {info.version} is a CPU-only build",
+            "AssertionError: Torch not compiled with CUDA enabled",
+            "Install a CUDA build of torch that matches the driver (see pytorch.org "
+            "'Get started'), e.g. `pip install torch --index-url "
+            "https://download.pytorch.org/whl/cu124`.",
+        )
+    if cvd is not None and (not cvd.strip() or cvd.strip() == "NoDevFiles"):
+        return (
+            "info",
+            f"CUDA_VISIBLE_DEVICES={cvd!r} hides every GPU",
+            None,
+            "Unset CUDA_VISIBLE_DEVICES, or set it to the GPUs the job should use.",
+        )
+    drv, rt = _version_tuple(snapshot.cuda_driver_version), _version_tuple(info.cuda_version)
+    if drv and rt and drv < rt:
+        return (
+            "error",
+            f"the driver supports CUDA {snapshot.cuda_driver_version} but torch "
+            f"{info.version} needs the CUDA {info.cuda_version} runtime",
+            "RuntimeError: The NVIDIA driver on your system is too old "
+            "(CUDA driver version is insufficient for CUDA runtime version)",
+            f"Upgrade the NVIDIA driver to one supporting CUDA {info.cuda_version}, or "
+            f"install a torch build for CUDA {snapshot.cuda_driver_version} or older.",
+        )
+    if info.error:
+        return (
+            "error",
+            f"CUDA initialisation failed in torch: {info.error}",
+            None,
+            "Run `python -c 'import torch; torch.cuda.init()'` for the full error; "
+            "check the device files' permissions and the container's GPU runtime.",
+        )
+    if cvd is not None:
+        return (
+            "warning",
+            f"CUDA_VISIBLE_DEVICES={cvd!r} selects no usable device",
+            None,
+            "Fix CUDA_VISIBLE_DEVICES (see `gpudiag list --visible SPEC`).",
+        )
+    return ("error", "the reason could not be determined", None, "Run `nvidia-smi` and `torch.cuda.init()`.")
+
+
+def _torch_findings(snapshot: Snapshot, resolution: Resolution) -> list[Finding]:
+    info = snapshot.torch
+    if info is None or info.device_count is None:
+        return []
+    out: list[Finding] = []
+    nvml_ok = _status(snapshot, "nvml")[0] == "ok"
+    healthy = [g for g in snapshot.gpus if not g.lost]
+    if nvml_ok and healthy and info.device_count == 0:
+        severity, reason, predicts, fix = _why_torch_sees_none(snapshot, info)
+        out.append(
+            Finding(
+                "INV-TORCH-SEES-NONE",
+                severity,  # type: ignore[arg-type]
+                f"NVML sees {len(healthy)} GPU(s) but torch sees 0: {reason}.",
+                fix=fix,
+                predicts=predicts,
+                subject="torch",
+            )
+        )
+        return out
+    if not nvml_ok:
+        return out
+    expected = len(resolution.devices)
+    if info.device_count != expected and resolution.certain:
+        out.append(
+            Finding(
+                "INV-TORCH-COUNT-MISMATCH",
+                "warning",
+                f"torch sees {info.device_count} device(s), but under "
+                f"CUDA_VISIBLE_DEVICES={_show(snapshot.cuda_visible_devices)} the CUDA rules "
+                f"expose {expected}.",
+                fix="Compare `gpudiag list` with `nvidia-smi -L`; a GPU may be in use "
+                "exclusively, hidden by the container runtime, or unhealthy.",
+                subject="torch",
+            )
+        )
+    known = set()
+    for gpu in snapshot.gpus:
+        known |= _keys_of(gpu)
+    predicted = {d.cuda_ordinal: d for d in resolution.devices}
+    for dev in info.devices:
+        key = uuid_key(dev.uuid)
+        if key is None:
+            continue
+        if key not in known:
+            out.append(
+                Finding(
+                    "INV-TORCH-UUID-UNKNOWN",
+                    "warning",
+                    f"torch's cuda:{dev.cuda_ordinal} ({dev.name}, {dev.uuid}) is not a GPU "
+                    "NVML lists.",
+                    fix="The container may see a different device set than NVML; "
+                    "check the runtime's NVIDIA_VISIBLE_DEVICES.",
+                    subject=dev.uuid,
+                )
+            )
+            continue
+        want = predicted.get(dev.cuda_ordinal)
+        if want is None or not resolution.certain:
+            continue
+        want_keys = {uuid_key(want.uuid), uuid_key(want.mig_uuid)}
+        if key not in want_keys:
+            out.append(
+                Finding(
+                    "INV-TORCH-ORDER-MISMATCH",
+                    "warning",
+                    f"torch's cuda:{dev.cuda_ordinal} is {dev.uuid}, but the CUDA rules "
+                    f"predict nvidia-smi index {want.nvml_index} ({want.mig_uuid or want.uuid}).",
+                    fix="Set CUDA_DEVICE_ORDER=PCI_BUS_ID so CUDA and nvidia-smi number "
+                    "GPUs the same way; capture the driver's order with `gpudiag snapshot`.",
+                    subject=f"cuda:{dev.cuda_ordinal}",
+                )
+            )
+    return out
+
+
+def _gputil_findings(snapshot: Snapshot) -> list[Finding]:
+    if snapshot.gputil is None or _status(snapshot, "nvml")[0] != "ok":
+        return []
+    nvml_keys = {uuid_key(g.uuid) for g in snapshot.gpus if g.uuid}
+    util_keys = {uuid_key(g.uuid) for g in snapshot.gputil if g.uuid}
+    if nvml_keys == util_keys and len(snapshot.gputil) == len(nvml_keys):
+        return []
+    missing = sorted(g.nvml_index for g in snapshot.gpus if uuid_key(g.uuid) not in util_keys)
+    detail = f"GPUtil (nvidia-smi) lists {len(snapshot.gputil)} GPU(s), NVML {len(snapshot.gpus)}"
+    if missing:
+        detail += f"; not in GPUtil's list: nvidia-smi index {', '.join(map(str, missing))}"
+    return [
+        Finding(
+            "INV-GPUTIL-MISMATCH",
+            "warning",
+            detail + ".",
+            fix="Run `nvidia-smi`: a lost or unhealthy GPU usually makes it fail or skip one.",
+            subject="gputil",
+        )
+    ]
+
+
+def _show(value: str | None) -> str:
+    return "<unset>" if value is None else repr(value)
