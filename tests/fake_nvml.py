@@ -210,7 +210,9 @@ class FakeNvml:
         return [
             SimpleNamespace(
                 pid=p["pid"],
-                usedGpuMemory=None if p.get("used_memory_mib") is None else p["used_memory_mib"] * _MIB,
+                usedGpuMemory=None
+                if p.get("used_memory_mib") is None
+                else p["used_memory_mib"] * _MIB,
             )
             for p in gpu.get("processes", [])
         ]

@@ -38,7 +38,9 @@ def test_mig_instances_are_read_with_their_ids() -> None:
     result = collect_nvml(FakeNvml(_raw("a100_mig")))
     gpu0 = result.gpus[0]
     assert gpu0.mig_enabled is True
-    assert [(m.gpu_instance_id, m.compute_instance_id, m.memory_total_mib) for m in gpu0.mig_devices] == [
+    assert [
+        (m.gpu_instance_id, m.compute_instance_id, m.memory_total_mib) for m in gpu0.mig_devices
+    ] == [
         (1, 0, 19968),
         (7, 0, 4864),
         (8, 0, 4864),
@@ -89,7 +91,11 @@ def test_gpu_lost_at_handle_has_no_uuid() -> None:
 def test_unsupported_functions_leave_fields_none_with_the_reason() -> None:
     fake = FakeNvml(
         _raw("a100x8"),
-        unsupported=["nvmlDeviceGetAttributes", "nvmlDeviceGetRemappedRows", "nvmlDeviceGetPowerUsage"],
+        unsupported=[
+            "nvmlDeviceGetAttributes",
+            "nvmlDeviceGetRemappedRows",
+            "nvmlDeviceGetPowerUsage",
+        ],
     )
     gpu = collect_nvml(fake).gpus[0]
     assert gpu.multiprocessor_count is None
@@ -109,7 +115,9 @@ def test_processes_and_throttle_reasons() -> None:
     raw["gpus"][0]["throttle_reasons"] = ["SW Power Cap", "HW Thermal Slowdown"]
     gpu0, _, _, gpu3 = collect_nvml(FakeNvml(raw)).gpus[:4]
     assert gpu0.throttle_reasons == ("SW Power Cap", "HW Thermal Slowdown")
-    assert [(p.pid, p.used_memory_mib, p.name) for p in gpu3.processes] == [(48213, 30204, "python")]
+    assert [(p.pid, p.used_memory_mib, p.name) for p in gpu3.processes] == [
+        (48213, 30204, "python")
+    ]
 
 
 def test_real_pynvml_on_this_machine_reports_no_driver() -> None:

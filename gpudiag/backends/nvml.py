@@ -12,8 +12,10 @@ snapshot data that raises the real ``pynvml.NVMLError_*`` classes.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypeVar
 
 from gpudiag.model import Gpu, GpuProcess, MigDevice, SourceStatus
@@ -118,11 +120,12 @@ def collect_nvml(nvml: Any = None) -> NvmlResult:
     """
     if nvml is None:
         try:
-            import pynvml as nvml
+            import pynvml
         except ImportError:
             return NvmlResult(
                 SourceStatus("unavailable", "nvidia-ml-py is not installed (import pynvml failed)")
             )
+        nvml = pynvml
     try:
         nvml.nvmlInit()
     except nvml.NVMLError as exc:
@@ -130,10 +133,8 @@ def collect_nvml(nvml: Any = None) -> NvmlResult:
     try:
         return _collect_initialised(nvml)
     finally:
-        try:
+        with contextlib.suppress(nvml.NVMLError):
             nvml.nvmlShutdown()
-        except nvml.NVMLError:
-            pass
 
 
 def _collect_initialised(nvml: Any) -> NvmlResult:
@@ -251,22 +252,24 @@ def _collect_mig(nvml: Any, h: Any, f: _Fields) -> tuple[MigDevice, ...]:
             f.errors["mig_devices"] = _error_text(exc)
             continue
         sub = _Fields(nvml)
-        uuid = sub.get("uuid", lambda mh=mh: _text(nvml.nvmlDeviceGetUUID(mh)))
+        uuid = sub.get("uuid", partial(_uuid_of, nvml, mh))
         if uuid is None:
             f.errors[f"mig_devices[{slot}]"] = sub.errors.get("uuid", "uuid unreadable")
             continue
-        mem = sub.get("memory", lambda mh=mh: nvml.nvmlDeviceGetMemoryInfo(mh))
+        mem = sub.get("memory", partial(nvml.nvmlDeviceGetMemoryInfo, mh))
         out.append(
             MigDevice(
                 uuid=uuid,
-                gpu_instance_id=sub.get("gi", lambda mh=mh: nvml.nvmlDeviceGetGpuInstanceId(mh)),
-                compute_instance_id=sub.get(
-                    "ci", lambda mh=mh: nvml.nvmlDeviceGetComputeInstanceId(mh)
-                ),
+                gpu_instance_id=sub.get("gi", partial(nvml.nvmlDeviceGetGpuInstanceId, mh)),
+                compute_instance_id=sub.get("ci", partial(nvml.nvmlDeviceGetComputeInstanceId, mh)),
                 memory_total_mib=None if mem is None else int(mem.total) // _MIB,
             )
         )
     return tuple(out)
+
+
+def _uuid_of(nvml: Any, handle: Any) -> str:
+    return _text(nvml.nvmlDeviceGetUUID(handle))
 
 
 def _collect_processes(nvml: Any, h: Any, f: _Fields) -> tuple[GpuProcess, ...]:

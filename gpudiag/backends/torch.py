@@ -11,7 +11,13 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from gpudiag.backends.subproc import Runner, child_env, last_json_line, python_module_argv, run_child
+from gpudiag.backends.subproc import (
+    Runner,
+    child_env,
+    last_json_line,
+    python_module_argv,
+    run_child,
+)
 from gpudiag.model import SourceStatus, TorchDevice, TorchInfo
 
 #: Importing torch and initialising CUDA can take tens of seconds on a cold node.
@@ -38,9 +44,7 @@ def collect_torch(
     line = last_json_line(result.stdout)
     if result.returncode != 0 or line is None:
         tail = (result.stderr.strip().splitlines() or ["no output"])[-1]
-        return None, SourceStatus(
-            "error", f"torch query failed (exit {result.returncode}): {tail}"
-        )
+        return None, SourceStatus("error", f"torch query failed (exit {result.returncode}): {tail}")
     return parse_torch_json(json.loads(line))
 
 

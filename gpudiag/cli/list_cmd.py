@@ -6,8 +6,8 @@ import json
 
 import click
 
-from gpudiag.cli.options import json_option, snapshot_option, visible_options
 from gpudiag.cli.exitcodes import OK
+from gpudiag.cli.options import json_option, snapshot_option, visible_options
 
 
 @click.command(
@@ -44,11 +44,15 @@ def list_cmd(
     effective_order = order if order is not None else snapshot.cuda_device_order
     resolution = resolve_visible(spec, effective_order, snapshot)
     inventory = build_inventory(snapshot, resolution)
+    findings = [*inventory.findings, *resolution.findings]
     if as_json:
-        doc = list_to_json(snapshot, inventory, resolution, resolution_to_json(resolution))
+        doc = list_to_json(
+            snapshot, inventory, resolution, resolution_to_json(resolution), findings
+        )
         click.echo(json.dumps(doc, indent=2))
         raise SystemExit(OK)
     # The explicit cuda:N → GPU table when a mapping was asked for or is in force.
     explicit = spec is not None or effective_order is not None
     mapping = render_mapping(resolution, snapshot) if explicit and snapshot.gpus else None
-    click.echo(render_list(snapshot, inventory, resolution, mapping_text=mapping), nl=False)
+    text = render_list(snapshot, inventory, resolution, findings, mapping_text=mapping)
+    click.echo(text, nl=False)

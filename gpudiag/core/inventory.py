@@ -220,8 +220,7 @@ def _source_findings(snapshot: Snapshot) -> list[Finding]:
                 "SRC-TORCH-UNAVAILABLE",
                 "warning",
                 f"torch cannot be asked: {t_reason}.",
-                fix="Install PyTorch in this environment, or run gpudiag with the "
-                "job's Python.",
+                fix="Install PyTorch in this environment, or run gpudiag with the job's Python.",
                 subject="torch",
             )
         )
@@ -313,7 +312,12 @@ def _why_torch_sees_none(snapshot: Snapshot, info: TorchInfo) -> tuple[str, str,
             None,
             "Fix CUDA_VISIBLE_DEVICES (see `gpudiag list --visible SPEC`).",
         )
-    return ("error", "the reason could not be determined", None, "Run `nvidia-smi` and `torch.cuda.init()`.")
+    return (
+        "error",
+        "the reason could not be determined",
+        None,
+        "Run `nvidia-smi` and `torch.cuda.init()`.",
+    )
 
 
 def _torch_findings(snapshot: Snapshot, resolution: Resolution) -> list[Finding]:

@@ -2,19 +2,30 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from tabulate import tabulate
 
 from gpudiag.core.inventory import Inventory, InventoryRow, uuid_key
-from gpudiag.model import Resolution, Snapshot
-from gpudiag.render.findings import render_findings
+from gpudiag.model import Finding, Resolution, Snapshot
+from gpudiag.render.findings import render_findings, sort_findings
 from gpudiag.snapshot import gpu_to_json
 
 #: Version of the ``gpudiag list --json`` document (docs/cli.md).
 LIST_SCHEMA = "gpudiag-list/1"
 
-HEADERS = ("NVML", "CUDA", "Name", "UUID", "PCI bus", "Memory used/total", "Util", "Temp", "Seen by")
+HEADERS = (
+    "NVML",
+    "CUDA",
+    "Name",
+    "UUID",
+    "PCI bus",
+    "Memory used/total",
+    "Util",
+    "Temp",
+    "Seen by",
+)
 
 
 def short_uuid(uuid: str | None) -> str:
@@ -53,8 +64,17 @@ def _gpu_rows(row: InventoryRow, resolution: Resolution | None) -> list[list[str
         return [["", ordinal, name, short_uuid(row.uuid), "?", _memory(None, total), "", "", seen]]
     if gpu.lost:
         return [
-            [str(gpu.nvml_index), "", "(GPU lost)", short_uuid(gpu.uuid), _na(gpu.pci_bus_id),
-             "n/a", "n/a", "n/a", seen]
+            [
+                str(gpu.nvml_index),
+                "",
+                "(GPU lost)",
+                short_uuid(gpu.uuid),
+                _na(gpu.pci_bus_id),
+                "n/a",
+                "n/a",
+                "n/a",
+                seen,
+            ]
         ]
     rows = [
         [
@@ -130,6 +150,7 @@ def render_list(
     snapshot: Snapshot,
     inventory: Inventory,
     resolution: Resolution,
+    findings: Sequence[Finding],
     *,
     mapping_text: str | None = None,
 ) -> str:
@@ -162,10 +183,10 @@ def render_list(
     if mapping_text:
         out.append("")
         out.append(mapping_text)
-    if inventory.findings:
+    if findings:
         out.append("")
         out.append("Findings:")
-        out.append(render_findings(inventory.findings))
+        out.append(render_findings(findings))
     return "\n".join(out) + "\n"
 
 
@@ -174,6 +195,7 @@ def list_to_json(
     inventory: Inventory,
     resolution: Resolution,
     resolution_json: dict[str, Any],
+    findings: Sequence[Finding],
 ) -> dict[str, Any]:
     """The ``gpudiag list --json`` document (documented in docs/cli.md)."""
     gpus = []
@@ -211,5 +233,5 @@ def list_to_json(
         "sources": {
             name: {"status": s.status, "reason": s.reason} for name, s in snapshot.sources.items()
         },
-        "findings": [f.to_json() for f in inventory.findings],
+        "findings": [f.to_json() for f in sort_findings(findings)],
     }
