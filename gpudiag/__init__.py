@@ -3,8 +3,26 @@
 Importing this package is cheap and never imports torch, pynvml or GPUtil; the
 backends load them on first use, and torch/CUDA are only ever queried in child
 processes so that the caller's ``CUDA_VISIBLE_DEVICES`` is never frozen.
+
+The Python API (``gpudiag.check``, ``gpudiag.guard``, ``gpudiag.GpuConfigError``)
+is loaded on first access.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 __version__ = "0.1.0"
+
+__all__ = ["GpuConfigError", "__version__", "check", "guard"]
+
+_API = {"check", "guard", "GpuConfigError"}
+
+
+def __getattr__(name: str) -> Any:
+    # PEP 562: keep `import gpudiag` (and so `gpudiag --help`) light.
+    if name in _API:
+        from gpudiag import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'gpudiag' has no attribute {name!r}")
