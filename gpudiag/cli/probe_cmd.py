@@ -1,11 +1,173 @@
-"""``gpudiag probe``: placeholder until its issue lands."""
+"""``gpudiag probe``: short real training runs that verify numbers, in child processes."""
 
 from __future__ import annotations
 
+import json
+import math
+import os
+from typing import Literal
+
 import click
 
+from gpudiag.cli.exitcodes import FAILED, OK, TIMEOUT
+from gpudiag.cli.options import json_option, visible_options
+from gpudiag.errors import GpudiagInputError
 
-@click.command()
-def probe() -> None:
-    """Not implemented yet."""
-    raise click.ClickException("gpudiag probe is not implemented yet")
+_EPILOG = """\b
+Probes (each trains a small model and checks numbers, not "did not crash"):
+  single  one device: loss falls; parameters match a float64 CPU run
+  dp      nn.DataParallel over --device-ids: outputs/gradients match one
+          device; peak memory per GPU (device_ids[0] holds the most)
+  ddp     DistributedDataParallel, one process per rank, DistributedSampler:
+          parameters bit-identical across ranks and equal to one process on
+          the combined batch; per-rank host/GPU UUID/bus id; all-reduce
+          algbw and busbw (nccl-tests: busbw = algbw * 2(n-1)/n)
+  amp     autocast (fp16 + GradScaler, bf16 where supported; bf16 on CPU):
+          loss close to float32; speed-up over float32
+  all     every probe above (the default)
+
+\b
+Examples:
+  gpudiag probe all --device cpu           # runs anywhere, gloo + bf16
+  gpudiag probe ddp --nproc 4 --visible 0,1,2,3
+  gpudiag probe dp --visible 2,3 --device-ids 0,1 --json
+  torchrun --nproc-per-node=8 -m gpudiag probe ddp          # inside torchrun
+  srun --ntasks=16 gpudiag probe ddp   # with MASTER_ADDR/MASTER_PORT exported
+
+\b
+--device defaults to cuda when an NVIDIA driver is installed (libcuda and
+/dev/nvidiactl; decided without importing torch), else cpu. Under torchrun or
+srun every rank runs ddp, rank 0 also the other probes, and rank 0 prints
+the table for all ranks. Every probe runs in child processes that are
+killed at --timeout; a hang says which ranks arrived.
+
+\b
+Exit codes: 0 all passed; 1 a probe failed; 2 bad input; 3 a probe timed
+out or hung. See docs/probes.md."""
+
+
+@click.command("probe", epilog=_EPILOG)
+@click.argument(
+    "which",
+    type=click.Choice(["single", "dp", "ddp", "amp", "all"]),
+    default="all",
+    metavar="[single|dp|ddp|amp|all]",
+)
+@visible_options
+@click.option(
+    "--device-ids",
+    "device_ids_text",
+    metavar="IDS",
+    default=None,
+    help="cuda ordinals for the dp probe, e.g. '0,1' (ordinals under --visible). "
+    "Default: every visible GPU.",
+)
+@click.option(
+    "--nproc",
+    type=int,
+    default=None,
+    metavar="N",
+    help="ddp ranks to start (default: 2 on cpu, one per visible GPU on cuda). "
+    "Not used under torchrun/srun, where WORLD_SIZE decides.",
+)
+@click.option(
+    "--device",
+    type=click.Choice(["cuda", "cpu"]),
+    default=None,
+    help="Where to run (default: cuda when an NVIDIA driver is present, else cpu).",
+)
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=float,
+    default=60.0,
+    show_default=True,
+    metavar="S",
+    help="Hard wall-clock limit per probe, in seconds; past it every child is "
+    "killed and the probe reported as hung (exit 3).",
+)
+@json_option
+def probe(
+    which: str,
+    visible: str | None,
+    order: str | None,
+    device_ids_text: str | None,
+    nproc: int | None,
+    device: str | None,
+    timeout_s: float,
+    as_json: bool,
+) -> None:
+    """Run short training probes (single, dp, ddp, amp) and verify the numbers."""
+    # Deferred: the runner is only needed when probing, and keeps --help cheap.
+    from gpudiag.probes.runner import (
+        ProbePlan,
+        default_device,
+        default_nproc,
+        detect_launch,
+        gpu_driver_present,
+        parse_probe_names,
+        run_probes,
+    )
+    from gpudiag.render.probe import render_probe_json, render_probe_table
+
+    if not math.isfinite(timeout_s) or timeout_s <= 0:
+        raise GpudiagInputError(f"--timeout must be a positive number of seconds (got {timeout_s})")
+    if nproc is not None and nproc < 1:
+        raise GpudiagInputError(f"--nproc must be >= 1 (got {nproc})")
+    device_ids = _parse_device_ids(device_ids_text)
+    if device is None:
+        device = default_device()
+    elif device == "cuda" and not gpu_driver_present():
+        raise GpudiagInputError(
+            "--device cuda: no NVIDIA driver here (no libcuda or /dev/nvidiactl); use --device cpu"
+        )
+    launch = detect_launch(os.environ)
+    if launch is not None and nproc is not None and nproc != launch.world_size:
+        raise GpudiagInputError(
+            f"--nproc {nproc} conflicts with the launcher's world size {launch.world_size}; "
+            "under torchrun/srun leave --nproc out"
+        )
+    resolved_device: Literal["cpu", "cuda"] = "cuda" if device == "cuda" else "cpu"
+    plan = ProbePlan(
+        probes=parse_probe_names(which),
+        device=resolved_device,
+        timeout_s=timeout_s,
+        nproc=nproc if nproc is not None else default_nproc(resolved_device, visible),
+        device_ids=device_ids,
+        visible=visible,
+        order=order,
+        launch=launch,
+    )
+    report = run_probes(plan)
+    # Across ranks only rank 0 prints: it holds every rank's row.
+    if report.rank == 0:
+        if as_json:
+            click.echo(json.dumps(render_probe_json(report), indent=2))
+        else:
+            click.echo(render_probe_table(report))
+    elif report.overall != "pass":
+        failed = ", ".join(f"{p.probe}: {p.status}" for p in report.probes if p.status != "pass")
+        click.echo(f"gpudiag probe: rank {report.rank}: {failed}", err=True)
+    code = {"pass": OK, "fail": FAILED, "timeout": TIMEOUT}[report.overall]
+    click.get_current_context().exit(code)
+
+
+def _parse_device_ids(text: str | None) -> tuple[int, ...] | None:
+    """``'0,1'`` -> (0, 1); None stays None.
+
+    Raises:
+        GpudiagInputError: not a comma-separated list of distinct ordinals >= 0.
+    """
+    if text is None:
+        return None
+    ids: list[int] = []
+    for part in text.split(","):
+        entry = part.strip()
+        if not entry.isdigit():
+            raise GpudiagInputError(
+                f"--device-ids {text!r}: expected cuda ordinals like '0,1' (got {entry!r})"
+            )
+        if int(entry) in ids:
+            raise GpudiagInputError(f"--device-ids {text!r}: ordinal {entry} appears twice")
+        ids.append(int(entry))
+    return tuple(ids)
