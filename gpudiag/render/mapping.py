@@ -1,0 +1,114 @@
+"""The explicit logical → physical table: which GPU ``cuda:N`` really is, and why.
+
+Plain text, no colours, so it can be pasted into an issue or a log.
+"""
+
+from __future__ import annotations
+
+from gpudiag.core.visibility import short_uuid
+from gpudiag.model import Gpu, MigDevice, Resolution, Snapshot, VisibleDevice
+
+
+def short_pci_bus_id(pci_bus_id: str) -> str:
+    """NVML's ``00000000:41:00.0`` in the usual ``0000:41:00.0`` (lspci, CUDA) form."""
+    domain, sep, rest = pci_bus_id.partition(":")
+    if sep and len(domain) == 8 and domain.startswith("0000"):
+        return f"{domain[4:]}:{rest}"
+    return pci_bus_id
+
+
+def _gpu(snapshot: Snapshot, nvml_index: int) -> Gpu | None:
+    for gpu in snapshot.gpus:
+        if gpu.nvml_index == nvml_index:
+            return gpu
+    return None
+
+
+def _mig(gpu: Gpu | None, mig_uuid: str) -> MigDevice | None:
+    if gpu is None:
+        return None
+    for mig in gpu.mig_devices:
+        if mig.uuid == mig_uuid:
+            return mig
+    return None
+
+
+def _physical(device: VisibleDevice, gpu: Gpu | None) -> str:
+    facts = [f"nvidia-smi index {device.nvml_index}", short_uuid(device.uuid)]
+    if gpu is not None and gpu.pci_bus_id:
+        facts.append(short_pci_bus_id(gpu.pci_bus_id))
+    if gpu is not None and gpu.name:
+        facts.append(gpu.name)
+    return f"GPU {device.nvml_index} ({', '.join(facts)})"
+
+
+def device_line(device: VisibleDevice, snapshot: Snapshot) -> str:
+    """One line: ``cuda:0 → GPU 3 (nvidia-smi index 3, GPU-9e8d…, 0000:41:00.0, NAME)``."""
+    gpu = _gpu(snapshot, device.nvml_index)
+    if device.mig_uuid is None:
+        return f"cuda:{device.cuda_ordinal} → {_physical(device, gpu)}"
+    mig = _mig(gpu, device.mig_uuid)
+    ids = ""
+    if mig is not None and mig.gpu_instance_id is not None:
+        ids = f", GPU instance {mig.gpu_instance_id}"
+        if mig.compute_instance_id is not None:
+            ids += f", compute instance {mig.compute_instance_id}"
+    memory = ""
+    if mig is not None and mig.memory_total_mib is not None:
+        memory = f", {mig.memory_total_mib} MiB"
+    return (
+        f"cuda:{device.cuda_ordinal} → MIG device {short_uuid(device.mig_uuid)}"
+        f"{ids}{memory} on {_physical(device, gpu)}"
+    )
+
+
+def _spec_text(spec: str | None) -> str:
+    return "unset" if spec is None else '"' + spec.replace('"', '\\"') + '"'
+
+
+def render_mapping(resolution: Resolution, snapshot: Snapshot) -> str:
+    """The mapping table, how each entry was read, the method and any uncertainty."""
+    lines: list[str] = []
+    if resolution.devices:
+        lines.extend(device_line(d, snapshot) for d in resolution.devices)
+    else:
+        lines.append("No CUDA device is visible.")
+    lines.append("")
+    spec = _spec_text(resolution.spec)
+    if resolution.spec is None:
+        lines.append(
+            f"CUDA_VISIBLE_DEVICES is unset: CUDA enumerates every GPU it can "
+            f"(CUDA_DEVICE_ORDER={resolution.order})."
+        )
+    else:
+        lines.append(
+            f"How CUDA_VISIBLE_DEVICES={spec} was read (CUDA_DEVICE_ORDER={resolution.order}):"
+        )
+        lines.extend(f"  {e.position}. {e.text}" for e in resolution.explanations)
+    if resolution.method == "driver":
+        lines.append("Method: driver (the CUDA driver enumerated these devices in a fresh process)")
+    else:
+        lines.append("Method: rules (CUDA's documented rules; not confirmed by the driver)")
+    if not resolution.certain:
+        lines.append(
+            "Warning: this mapping is uncertain: it rests on an order or a MIG choice "
+            "that gpudiag could not confirm (see the findings)."
+        )
+    return "\n".join(lines)
+
+
+def resolution_to_json(resolution: Resolution) -> dict[str, object]:
+    """The ``resolution`` object of ``gpudiag list/check --json``.
+
+    The device list is serialised separately as ``visible``.
+    """
+    return {
+        "spec": resolution.spec,
+        "order": resolution.order,
+        "method": resolution.method,
+        "certain": resolution.certain,
+        "explanations": [
+            {"position": e.position, "entry": e.entry, "outcome": e.outcome, "text": e.text}
+            for e in resolution.explanations
+        ],
+    }
