@@ -1,0 +1,230 @@
+"""Python API: :func:`check` and :func:`guard` for the top of training scripts.
+
+Neither imports torch nor initialises CUDA in the caller's process: live facts
+come from :func:`gpudiag.machine.load_machine`, which asks torch in a child
+process. ``guard`` only *looks* at a torch the script already imported.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gpudiag.core.check import FROM_SNAPSHOT, Report, _FromSnapshot, run_check
+from gpudiag.model import Finding, Snapshot, normalize_uuid
+
+#: ``CUDA_VISIBLE_DEVICES`` when gpudiag.api was first imported: the best guess
+#: of the value CUDA read at initialisation (see :func:`guard`).
+CVD_AT_IMPORT: str | None = os.environ.get("CUDA_VISIBLE_DEVICES")
+
+CODES: dict[str, str] = {
+    "API-CUDA-ALREADY-INITIALISED": "guard() ran after CUDA was initialised in this process",
+}
+
+
+class GpuConfigError(RuntimeError):
+    """The GPU configuration would fail; the message lists each error and its fix."""
+
+    def __init__(self, report: Report, *, strict: bool = False) -> None:
+        self.report = report
+        bad = [
+            f
+            for f in report.findings
+            if f.severity == "error" or (strict and f.severity == "warning")
+        ]
+        lines = [f"gpudiag found {len(bad)} problem(s) in the GPU configuration:"]
+        for f in bad:
+            lines.append(f"- [{f.severity}] {f.code}: {f.message}")
+            if f.predicts:
+                lines.append(f"  predicts: {f.predicts}")
+            if f.fix:
+                lines.append(f"  fix: {f.fix}")
+        super().__init__("\n".join(lines))
+
+
+def _machine(snapshot: str | Snapshot | None) -> Snapshot:
+    if isinstance(snapshot, Snapshot):
+        return snapshot
+    from gpudiag.machine import load_machine
+
+    return load_machine(None if snapshot is None else str(snapshot))
+
+
+def check(
+    *,
+    snapshot: str | Snapshot | None = None,
+    visible: str | _FromSnapshot | None = FROM_SNAPSHOT,
+    order: str | _FromSnapshot | None = FROM_SNAPSHOT,
+    device_ids: Sequence[int] | None = None,
+    output_device: int | None = None,
+    set_device: int | None = None,
+    module_device: str | None = None,
+    batch_size: int | None = None,
+    dataparallel: bool = False,
+    nproc_per_node: int | None = None,
+    backend: str | None = None,
+    amp: str | None = None,
+    expect_gpus: int | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Report:
+    """Run ``gpudiag check`` from Python; same keywords as :func:`gpudiag.core.check.run_check`.
+
+    Args:
+        snapshot: a snapshot file path, a :class:`Snapshot`, or None for this machine.
+        env: launcher variables; default ``os.environ``.
+
+    Returns:
+        The :class:`Report` (``report.ok``, ``report.findings``, ``report.to_json()``).
+    """
+    return run_check(
+        _machine(snapshot),
+        visible=visible,
+        order=order,
+        device_ids=device_ids,
+        output_device=output_device,
+        set_device=set_device,
+        module_device=module_device,
+        batch_size=batch_size,
+        dataparallel=dataparallel,
+        nproc_per_node=nproc_per_node,
+        backend=backend,
+        amp=amp,
+        expect_gpus=expect_gpus,
+        env=dict(os.environ) if env is None else env,
+    )
+
+
+def _torch_state() -> tuple[bool, list[str] | None]:
+    """(CUDA initialised in this process?, the UUIDs torch sees, when readable).
+
+    Looks only at a torch the caller already imported (``sys.modules``): never
+    imports torch, never initialises CUDA. UUIDs are read only when CUDA is
+    already initialised, so reading them creates nothing new.
+    """
+    torch: Any = sys.modules.get("torch")
+    if torch is None:
+        return False, None
+    cuda: Any = getattr(torch, "cuda", None)
+    is_initialized = getattr(cuda, "is_initialized", None)
+    try:
+        initialised = bool(is_initialized()) if callable(is_initialized) else False
+    except Exception:  # a broken torch must not break the guard
+        return False, None
+    if not initialised:
+        return False, None
+    try:
+        count = int(cuda.device_count())
+        uuids = [str(cuda.get_device_properties(i).uuid) for i in range(count)]
+    except Exception:
+        return True, None
+    return True, uuids
+
+
+def guard(
+    *,
+    visible: str | _FromSnapshot | None = FROM_SNAPSHOT,
+    order: str | _FromSnapshot | None = FROM_SNAPSHOT,
+    device_ids: Sequence[int] | None = None,
+    expect_gpus: int | None = None,
+    output_device: int | None = None,
+    set_device: int | None = None,
+    module_device: str | None = None,
+    batch_size: int | None = None,
+    dataparallel: bool = False,
+    nproc_per_node: int | None = None,
+    backend: str | None = None,
+    amp: str | None = None,
+    strict: bool = False,
+    snapshot: str | Snapshot | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Report:
+    """Check before training starts; raise :class:`GpuConfigError` when it would fail.
+
+    Call it at the top of a training script, before the first CUDA call. When
+    CUDA is already initialised in this process the report says so
+    (``API-CUDA-ALREADY-INITIALISED``), and ``VIS-CVD-CHANGED`` is added when
+    ``CUDA_VISIBLE_DEVICES`` was changed afterwards. gpudiag cannot read the
+    value CUDA saw at initialisation; the heuristic: torch's in-process device
+    UUIDs are compared with the devices the current value selects; when they
+    differ, the value at ``gpudiag.api`` import time (:data:`CVD_AT_IMPORT`) is
+    named as the old value.
+
+    Returns:
+        The report, when it has no errors (and no warnings under ``strict``).
+
+    Raises:
+        GpuConfigError: errors found (or warnings, under ``strict``).
+    """
+    initialised, torch_uuids = _torch_state()
+    report = check(
+        snapshot=snapshot,
+        visible=visible,
+        order=order,
+        device_ids=device_ids,
+        output_device=output_device,
+        set_device=set_device,
+        module_device=module_device,
+        batch_size=batch_size,
+        dataparallel=dataparallel,
+        nproc_per_node=nproc_per_node,
+        backend=backend,
+        amp=amp,
+        expect_gpus=expect_gpus,
+        env=env,
+    )
+    extra: list[Finding] = []
+    if initialised:
+        extra.append(
+            Finding(
+                "API-CUDA-ALREADY-INITIALISED",
+                "warning",
+                "gpudiag.guard() ran after CUDA was initialised in this process: "
+                "CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER can no longer change what this "
+                "process sees.",
+                "Call gpudiag.guard() at the very top of the script, before any torch.cuda call.",
+                None,
+                "CUDA_VISIBLE_DEVICES",
+            )
+        )
+        extra += _changed_after_init(report, torch_uuids)
+    if extra:
+        findings = report.findings + tuple(extra)
+        report = Report(
+            ok=not any(f.severity == "error" for f in findings),
+            resolution=report.resolution,
+            findings=findings,
+            checks=report.checks,
+            snapshot=report.snapshot,
+        )
+    if report.exit_code(strict=strict):
+        raise GpuConfigError(report, strict=strict)
+    return report
+
+
+def _changed_after_init(report: Report, torch_uuids: list[str] | None) -> list[Finding]:
+    from gpudiag.core.visibility import cvd_changed_after_init
+
+    if torch_uuids is None:
+        return []
+    seen = [normalize_uuid(u) for u in torch_uuids]
+    expected = [normalize_uuid(d.mig_uuid or d.uuid) for d in report.resolution.devices]
+    if seen == expected:
+        return []
+    now = os.environ.get("CUDA_VISIBLE_DEVICES")
+    finding = cvd_changed_after_init(CVD_AT_IMPORT, now)
+    if finding is not None:
+        return [finding]
+    return [
+        Finding(
+            "API-CUDA-ALREADY-INITIALISED",
+            "error",
+            f"torch in this process sees {len(seen)} device(s) that differ from the "
+            f"{len(expected)} the current CUDA_VISIBLE_DEVICES selects: it was changed after "
+            "CUDA initialised (the earlier value is unknown to gpudiag).",
+            "Set CUDA_VISIBLE_DEVICES before the first CUDA call, or start a new process.",
+            None,
+            "CUDA_VISIBLE_DEVICES",
+        )
+    ]

@@ -1,0 +1,222 @@
+"""``gpudiag check``: every validator, combined into one :class:`Report`.
+
+Which validators run (decided by the lead, documented in ``docs/check.md``):
+
+* environment (CUDA_VISIBLE_DEVICES resolution, inventory, Slurm) and health:
+  always;
+* DataParallel: only when a DataParallel option is given;
+* DDP: when a DDP option is given or a launcher variable (``RANK``,
+  ``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``, ``MASTER_ADDR``,
+  ``MASTER_PORT``, ``SLURM_*``) is present in ``env``.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Final
+
+from gpudiag.core.dataparallel import (
+    cvd_phrase,
+    describe_devices,
+    gpu_by_nvml_index,
+    validate_dataparallel,
+)
+from gpudiag.core.ddp import has_launcher_env, validate_ddp
+from gpudiag.core.health import health_findings
+from gpudiag.errors import GpudiagInputError
+from gpudiag.model import SEVERITIES, Finding, Resolution, Snapshot
+
+CODES: dict[str, str] = {
+    "CHECK-EXPECT-GPUS": "the number of visible GPUs differs from --expect-gpus",
+}
+
+#: Version of the ``gpudiag check --json`` document (``docs/check.md``).
+REPORT_SCHEMA = "gpudiag-check/1"
+
+
+class _FromSnapshot(enum.Enum):
+    TOKEN = "from-snapshot"
+
+
+#: Default of ``visible``/``order``: take the value recorded in the snapshot's env.
+FROM_SNAPSHOT: Final = _FromSnapshot.TOKEN
+
+_EMPTY_ENV: Mapping[str, str] = MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class Report:
+    """The outcome of a check.
+
+    Attributes:
+        ok: True when no finding has severity ``error``.
+        resolution: which physical devices are cuda:0, cuda:1, … for the job.
+        findings: every finding, in check order (environment, DataParallel, DDP, health).
+        checks: the validators that ran (``environment``, ``dataparallel``, ``ddp``, ``health``).
+        snapshot: the machine checked (for rendering; not part of equality).
+    """
+
+    ok: bool
+    resolution: Resolution
+    findings: tuple[Finding, ...]
+    checks: tuple[str, ...] = ()
+    snapshot: Snapshot | None = field(default=None, compare=False, repr=False)
+
+    def count(self, severity: str) -> int:
+        """How many findings have that severity."""
+        return sum(1 for f in self.findings if f.severity == severity)
+
+    @property
+    def errors(self) -> tuple[Finding, ...]:
+        """The findings of severity ``error``."""
+        return tuple(f for f in self.findings if f.severity == "error")
+
+    def exit_code(self, *, strict: bool = False) -> int:
+        """0 clean (warnings allowed), 1 errors, or warnings under ``strict``."""
+        if self.count("error") or (strict and self.count("warning")):
+            return 1
+        return 0
+
+    def to_json(self) -> dict[str, object]:
+        """The ``gpudiag check --json`` document (schema in ``docs/check.md``)."""
+        visible: list[dict[str, object]] = []
+        for dev in self.resolution.devices:
+            item = dev.to_json()
+            gpu = (
+                gpu_by_nvml_index(self.snapshot, dev.nvml_index)
+                if self.snapshot is not None
+                else None
+            )
+            item["name"] = gpu.name if gpu is not None else None
+            visible.append(item)
+        return {
+            "schema": REPORT_SCHEMA,
+            "ok": self.ok,
+            "cuda_visible_devices": self.resolution.spec,
+            "cuda_device_order": self.resolution.order,
+            "certain": self.resolution.certain,
+            "visible": visible,
+            "checks": list(self.checks),
+            "counts": {s: self.count(s) for s in SEVERITIES},
+            "findings": [f.to_json() for f in self.findings],
+        }
+
+
+def run_check(
+    snapshot: Snapshot,
+    *,
+    visible: str | _FromSnapshot | None = FROM_SNAPSHOT,
+    order: str | _FromSnapshot | None = FROM_SNAPSHOT,
+    device_ids: Sequence[int] | None = None,
+    output_device: int | None = None,
+    set_device: int | None = None,
+    module_device: str | None = None,
+    batch_size: int | None = None,
+    dataparallel: bool = False,
+    nproc_per_node: int | None = None,
+    backend: str | None = None,
+    amp: str | None = None,
+    expect_gpus: int | None = None,
+    env: Mapping[str, str] = _EMPTY_ENV,
+) -> Report:
+    """Check a job's GPU configuration against a machine.
+
+    Args:
+        snapshot: the machine.
+        visible: ``CUDA_VISIBLE_DEVICES`` to evaluate (None = unset);
+            default: the snapshot's recorded value.
+        order: ``CUDA_DEVICE_ORDER`` to evaluate; default: the snapshot's.
+        device_ids, output_device, set_device, module_device, batch_size:
+            DataParallel inputs (:func:`~gpudiag.core.dataparallel.validate_dataparallel`).
+        dataparallel: validate DataParallel even when none of its options is given
+            (torch's defaults: all visible devices).
+        nproc_per_node, backend: DDP inputs (:func:`~gpudiag.core.ddp.validate_ddp`).
+        amp: ``bf16`` or ``fp16`` when the job uses autocast.
+        expect_gpus: the number of GPUs the job must see, or None.
+        env: launcher variables (torchrun, Slurm); the live environment in the CLI.
+
+    Raises:
+        GpudiagInputError: an invalid option value.
+    """
+    from gpudiag.core.inventory import inventory_findings
+    from gpudiag.core.visibility import resolve_visible, slurm_findings
+
+    if expect_gpus is not None and expect_gpus < 0:
+        raise GpudiagInputError(f"--expect-gpus must be 0 or more, got {expect_gpus}")
+    spec = snapshot.cuda_visible_devices if isinstance(visible, _FromSnapshot) else visible
+    dev_order = snapshot.cuda_device_order if isinstance(order, _FromSnapshot) else order
+    resolution = resolve_visible(spec, dev_order, snapshot)
+    checks = ["environment"]
+
+    findings: list[Finding] = list(resolution.findings)
+    same_env = spec == snapshot.cuda_visible_devices and dev_order == snapshot.cuda_device_order
+    findings += inventory_findings(snapshot, resolution if same_env else None)
+    findings += slurm_findings(env, resolution, snapshot)
+    n = len(resolution.devices)
+    if expect_gpus is not None and expect_gpus != n:
+        findings.append(
+            Finding(
+                "CHECK-EXPECT-GPUS",
+                "error",
+                f"Expected {expect_gpus} GPU(s) but {n} are visible {cvd_phrase(resolution)}"
+                + (f": {describe_devices(resolution.devices, snapshot)}." if n else "."),
+                "Check the job's GPU request (--gpus / --gres), CUDA_VISIBLE_DEVICES and "
+                "gpudiag list.",
+                None,
+                "CUDA_VISIBLE_DEVICES",
+            )
+        )
+
+    dp_options = (device_ids, output_device, set_device, module_device, batch_size)
+    if dataparallel or any(o is not None for o in dp_options):
+        checks.append("dataparallel")
+        findings += validate_dataparallel(
+            resolution,
+            snapshot,
+            device_ids=device_ids,
+            output_device=output_device,
+            set_device=set_device,
+            module_device=module_device,
+            batch_size=batch_size,
+        )
+    if nproc_per_node is not None or backend is not None or has_launcher_env(env):
+        checks.append("ddp")
+        findings += validate_ddp(
+            resolution,
+            snapshot,
+            env=env,
+            nproc_per_node=nproc_per_node,
+            backend=backend,
+            set_device=set_device,
+        )
+    checks.append("health")
+    findings += health_findings(snapshot, resolution, amp=amp)
+
+    final = _dedupe(findings)
+    return Report(
+        ok=not any(f.severity == "error" for f in final),
+        resolution=resolution,
+        findings=tuple(final),
+        checks=tuple(checks),
+        snapshot=snapshot,
+    )
+
+
+def _dedupe(findings: Sequence[Finding]) -> list[Finding]:
+    # HEALTH-GPU-LOST says what a lost GPU does to the job's numbering; the
+    # inventory's SRC-NVML-GPU-LOST about the same GPU would repeat it.
+    lost = {f.subject for f in findings if f.code == "HEALTH-GPU-LOST"}
+    seen: set[tuple[str, str | None, str]] = set()
+    out: list[Finding] = []
+    for f in findings:
+        if f.code == "SRC-NVML-GPU-LOST" and f.subject in lost:
+            continue
+        key = (f.code, f.subject, f.message)
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(f)
+    return out

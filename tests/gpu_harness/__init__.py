@@ -1,0 +1,1 @@
+"""Harnesses that run real CUDA code; used by tests marked ``gpu``."""
