@@ -78,8 +78,14 @@ def check(
     Returns:
         The :class:`Report` (``report.ok``, ``report.findings``, ``report.to_json()``).
     """
+    machine = _machine(snapshot)
+    driver = None
+    if snapshot is None:
+        from gpudiag.machine import live_driver_asker
+
+        driver = live_driver_asker(machine)
     return run_check(
-        _machine(snapshot),
+        machine,
         visible=visible,
         order=order,
         device_ids=device_ids,
@@ -93,6 +99,7 @@ def check(
         amp=amp,
         expect_gpus=expect_gpus,
         env=dict(os.environ) if env is None else env,
+        driver=driver,
     )
 
 

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 from gpudiag.model import Snapshot
+
+if TYPE_CHECKING:
+    from gpudiag.core.visibility import DriverAsker
 
 
 def load_machine(snapshot_path: str | None) -> Snapshot:
@@ -21,3 +27,23 @@ def load_machine(snapshot_path: str | None) -> Snapshot:
     from gpudiag.collect import collect_snapshot
 
     return collect_snapshot()
+
+
+def live_driver_asker(snapshot: Snapshot) -> DriverAsker | None:
+    """For a live machine whose NVML lists GPUs: ask the CUDA driver itself.
+
+    Each question runs a fresh child with the candidate environment
+    (:func:`gpudiag.backends.cudadrv.driver_enumeration`), so this process never
+    initialises CUDA. None when there is nothing to ask (no driver, no GPU).
+    """
+    nvml = snapshot.sources.get("nvml")
+    if nvml is None or nvml.status != "ok" or not snapshot.gpus:
+        return None
+
+    def ask(spec: str | None, order: str | None) -> Sequence[str] | None:
+        from gpudiag.backends.cudadrv import driver_enumeration
+
+        found = driver_enumeration(spec, order)
+        return found.uuids if found.ok else None
+
+    return ask

@@ -158,7 +158,7 @@ def check(
     }
     from gpudiag.core.check import FROM_SNAPSHOT, run_check
     from gpudiag.core.dataparallel import parse_module_device
-    from gpudiag.machine import load_machine
+    from gpudiag.machine import live_driver_asker, load_machine
     from gpudiag.render.report import render_report, report_json
 
     parse_module_device(module_device)
@@ -168,6 +168,8 @@ def check(
         visible=FROM_SNAPSHOT if visible is None else visible,
         order=FROM_SNAPSHOT if order is None else order,
         env=dict(os.environ),
+        # Live: the CUDA driver confirms the rules' mapping; a snapshot has only the rules.
+        driver=None if snapshot_path is not None else live_driver_asker(machine),
         **kwargs,  # type: ignore[arg-type]
     )
     if as_json:

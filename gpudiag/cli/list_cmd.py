@@ -34,15 +34,17 @@ def list_cmd(
 ) -> None:
     """List the GPUs, which sources see them, and their CUDA ordinals."""
     from gpudiag.core.inventory import build_inventory
-    from gpudiag.core.visibility import resolve_visible
-    from gpudiag.machine import load_machine
+    from gpudiag.core.visibility import resolve_checked
+    from gpudiag.machine import live_driver_asker, load_machine
     from gpudiag.render.inventory import list_to_json, render_list
     from gpudiag.render.mapping import render_mapping, resolution_to_json
 
     snapshot = load_machine(snapshot_path)
     spec = visible if visible is not None else snapshot.cuda_visible_devices
     effective_order = order if order is not None else snapshot.cuda_device_order
-    resolution = resolve_visible(spec, effective_order, snapshot)
+    # Live: the CUDA driver confirms the rules' mapping; a snapshot has only the rules.
+    driver = None if snapshot_path is not None else live_driver_asker(snapshot)
+    resolution = resolve_checked(spec, effective_order, snapshot, driver)
     inventory = build_inventory(snapshot, resolution)
     findings = [*inventory.findings, *resolution.findings]
     if as_json:

@@ -16,7 +16,7 @@ import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from gpudiag.core.dataparallel import (
     cvd_phrase,
@@ -27,6 +27,9 @@ from gpudiag.core.dataparallel import (
 from gpudiag.core.ddp import has_launcher_env, validate_ddp
 from gpudiag.core.health import health_findings
 from gpudiag.errors import GpudiagInputError
+
+if TYPE_CHECKING:
+    from gpudiag.core.visibility import DriverAsker
 from gpudiag.model import SEVERITIES, Finding, Resolution, Snapshot
 
 CODES: dict[str, str] = {
@@ -121,6 +124,7 @@ def run_check(
     amp: str | None = None,
     expect_gpus: int | None = None,
     env: Mapping[str, str] = _EMPTY_ENV,
+    driver: DriverAsker | None = None,
 ) -> Report:
     """Check a job's GPU configuration against a machine.
 
@@ -137,18 +141,20 @@ def run_check(
         amp: ``bf16`` or ``fp16`` when the job uses autocast.
         expect_gpus: the number of GPUs the job must see, or None.
         env: launcher variables (torchrun, Slurm); the live environment in the CLI.
+        driver: asks the CUDA driver to confirm the mapping (live machines only);
+            None keeps the rules' answer.
 
     Raises:
         GpudiagInputError: an invalid option value.
     """
     from gpudiag.core.inventory import inventory_findings
-    from gpudiag.core.visibility import resolve_visible, slurm_findings
+    from gpudiag.core.visibility import resolve_checked, slurm_findings
 
     if expect_gpus is not None and expect_gpus < 0:
         raise GpudiagInputError(f"--expect-gpus must be 0 or more, got {expect_gpus}")
     spec = snapshot.cuda_visible_devices if isinstance(visible, _FromSnapshot) else visible
     dev_order = snapshot.cuda_device_order if isinstance(order, _FromSnapshot) else order
-    resolution = resolve_visible(spec, dev_order, snapshot)
+    resolution = resolve_checked(spec, dev_order, snapshot, driver)
     checks = ["environment"]
 
     findings: list[Finding] = list(resolution.findings)

@@ -16,7 +16,7 @@ the real torch functions.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal, NamedTuple
 
@@ -1196,3 +1196,24 @@ def apply_driver_mapping(
         method="driver",
         certain=certain,
     )
+
+
+#: Asks the CUDA driver what a (CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER) pair
+#: exposes: the UUIDs in ordinal order, or None when the driver can't be asked.
+DriverAsker = Callable[[str | None, str | None], Sequence[str] | None]
+
+
+def resolve_checked(
+    spec: str | None, order: str | None, snapshot: Snapshot, driver: DriverAsker | None = None
+) -> Resolution:
+    """:func:`resolve_visible`, confirmed by the CUDA driver when ``driver`` can ask it.
+
+    The rules' answer stands when there is no driver to ask (a snapshot, no
+    GPU); otherwise the driver's enumeration wins and a disagreement becomes a
+    ``VIS-DRIVER-DISAGREES`` finding (:func:`apply_driver_mapping`).
+    """
+    resolution = resolve_visible(spec, order, snapshot)
+    if driver is None:
+        return resolution
+    uuids = driver(spec, order)
+    return resolution if uuids is None else apply_driver_mapping(resolution, uuids, snapshot)
