@@ -183,17 +183,17 @@ def test_child_gets_the_candidate_environment(
 @pytest.mark.parametrize(
     ("result", "error"),
     [
-        (ChildResult(None, "", "", timed_out=True), "the CUDA child timed out after 5 s"),
+        (ChildResult(None, "", "", timed_out=True), "CUDA child timed out after 5 s"),
         (
             ChildResult(None, "", "", start_error="python: No such file"),
             "could not start the CUDA child: python: No such file",
         ),
         (
             ChildResult(-11, "", "Segmentation fault\n"),
-            "the CUDA child exited -11: Segmentation fault",
+            "CUDA child failed (exit -11): Segmentation fault",
         ),
-        (ChildResult(1, "", ""), "the CUDA child exited 1: no output"),
-        (ChildResult(0, "{not json}\n", ""), "the CUDA child printed bad JSON"),
+        (ChildResult(1, "", ""), "CUDA child failed (exit 1): no output"),
+        (ChildResult(0, "{not json}\n", ""), "CUDA child printed bad JSON"),
     ],
 )
 def test_child_failures_become_reasons(result: ChildResult, error: str) -> None:

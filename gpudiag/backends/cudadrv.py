@@ -14,17 +14,10 @@ parent GPU's), and a device whose two answers differ is a MIG device.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
-from gpudiag.backends.subproc import (
-    Runner,
-    child_env,
-    last_json_line,
-    python_module_argv,
-    run_child,
-)
+from gpudiag.backends.subproc import Runner, child_env, query_child, run_child
 
 CHILD_MODULE = "gpudiag.backends._cuda_child"
 
@@ -114,23 +107,9 @@ def driver_enumeration(
         runner: the child-process seam (tests replace it).
     """
     env = child_env({"CUDA_VISIBLE_DEVICES": spec, "CUDA_DEVICE_ORDER": order})
-    result = runner(python_module_argv(CHILD_MODULE), env, timeout_s)
-    if result.start_error is not None:
-        return DriverEnumeration(
-            ok=False, error=f"could not start the CUDA child: {result.start_error}"
-        )
-    if result.timed_out:
-        return DriverEnumeration(ok=False, error=f"the CUDA child timed out after {timeout_s:g} s")
-    line = last_json_line(result.stdout)
-    if line is None:
-        tail = (result.stderr.strip().splitlines() or ["no output"])[-1]
-        return DriverEnumeration(
-            ok=False, error=f"the CUDA child exited {result.returncode}: {tail}"
-        )
-    try:
-        payload = json.loads(line)
-    except json.JSONDecodeError as exc:
-        return DriverEnumeration(ok=False, error=f"the CUDA child printed bad JSON: {exc}")
+    payload, error = query_child(CHILD_MODULE, env, timeout_s, runner, "CUDA child")
+    if payload is None:
+        return DriverEnumeration(ok=False, error=error)
     return parse_child_output(payload)
 
 

@@ -8,17 +8,10 @@ which reads like "zero GPUs". Both are reported as the source being unavailable.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
-from gpudiag.backends.subproc import (
-    Runner,
-    child_env,
-    last_json_line,
-    python_module_argv,
-    run_child,
-)
+from gpudiag.backends.subproc import Runner, child_env, query_child, run_child
 from gpudiag.model import GputilGpu, SourceStatus
 
 DEFAULT_TIMEOUT_S = 30.0
@@ -28,20 +21,12 @@ def collect_gputil(
     *, timeout_s: float = DEFAULT_TIMEOUT_S, runner: Runner = run_child
 ) -> tuple[tuple[GputilGpu, ...] | None, SourceStatus]:
     """GPUtil's GPUs, or None with the reason it could not be asked."""
-    result = runner(python_module_argv("gpudiag.backends._gputil_child"), child_env(), timeout_s)
-    if result.start_error:
-        return None, SourceStatus(
-            "error", f"could not start the GPUtil query: {result.start_error}"
-        )
-    if result.timed_out:
-        return None, SourceStatus("error", f"GPUtil (nvidia-smi) timed out after {timeout_s:g} s")
-    line = last_json_line(result.stdout)
-    if result.returncode != 0 or line is None:
-        tail = (result.stderr.strip().splitlines() or ["no output"])[-1]
-        return None, SourceStatus(
-            "error", f"GPUtil query failed (exit {result.returncode}): {tail}"
-        )
-    return parse_gputil_json(json.loads(line))
+    payload, error = query_child(
+        "gpudiag.backends._gputil_child", child_env(), timeout_s, runner, "GPUtil query"
+    )
+    if payload is None:
+        return None, SourceStatus("error", error)
+    return parse_gputil_json(payload)
 
 
 def parse_gputil_json(

@@ -7,11 +7,13 @@ list and a timeout (never ``shell=True``).
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -93,3 +95,40 @@ def last_json_line(stdout: str) -> str | None:
         if line.startswith("{") and line.endswith("}"):
             return line
     return None
+
+
+def query_child(
+    module: str,
+    env: Mapping[str, str],
+    timeout_s: float,
+    runner: Runner,
+    what: str,
+) -> tuple[dict[str, Any] | None, str | None]:
+    """Run ``python -m module`` and read the JSON object it prints last.
+
+    Args:
+        module: the child program.
+        env: its whole environment.
+        timeout_s: hard limit; the child is killed past it.
+        runner: the seam (tests replace it).
+        what: how to name the query in error messages, e.g. ``"torch query"``.
+
+    Returns:
+        (payload, None) on success, or (None, a one-line reason).
+    """
+    result = runner(python_module_argv(module), env, timeout_s)
+    if result.start_error:
+        return None, f"could not start the {what}: {result.start_error}"
+    if result.timed_out:
+        return None, f"{what} timed out after {timeout_s:g} s"
+    line = last_json_line(result.stdout)
+    if result.returncode != 0 or line is None:
+        tail = (result.stderr.strip().splitlines() or ["no output"])[-1]
+        return None, f"{what} failed (exit {result.returncode}): {tail}"
+    try:
+        payload = json.loads(line)
+    except json.JSONDecodeError as exc:
+        return None, f"{what} printed bad JSON: {exc}"
+    if not isinstance(payload, dict):
+        return None, f"{what} printed {type(payload).__name__}, not a JSON object"
+    return payload, None

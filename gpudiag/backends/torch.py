@@ -7,17 +7,10 @@ the caller's process never initialises CUDA (CUDA reads
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
-from gpudiag.backends.subproc import (
-    Runner,
-    child_env,
-    last_json_line,
-    python_module_argv,
-    run_child,
-)
+from gpudiag.backends.subproc import Runner, child_env, query_child, run_child
 from gpudiag.model import SourceStatus, TorchDevice, TorchInfo
 
 #: Importing torch and initialising CUDA can take tens of seconds on a cold node.
@@ -35,17 +28,12 @@ def collect_torch(
     Returns:
         (info, status): info is None when torch could not be asked at all.
     """
-    argv = python_module_argv("gpudiag.backends._torch_child")
-    result = runner(argv, child_env(env_overrides), timeout_s)
-    if result.start_error:
-        return None, SourceStatus("error", f"could not start the torch query: {result.start_error}")
-    if result.timed_out:
-        return None, SourceStatus("error", f"torch query timed out after {timeout_s:g} s")
-    line = last_json_line(result.stdout)
-    if result.returncode != 0 or line is None:
-        tail = (result.stderr.strip().splitlines() or ["no output"])[-1]
-        return None, SourceStatus("error", f"torch query failed (exit {result.returncode}): {tail}")
-    return parse_torch_json(json.loads(line))
+    payload, error = query_child(
+        "gpudiag.backends._torch_child", child_env(env_overrides), timeout_s, runner, "torch query"
+    )
+    if payload is None:
+        return None, SourceStatus("error", error)
+    return parse_torch_json(payload)
 
 
 def parse_torch_json(data: Mapping[str, Any]) -> tuple[TorchInfo | None, SourceStatus]:
