@@ -104,18 +104,6 @@ def duplicate_gpu_text(pci_bus_id: str | None) -> str:
     )
 
 
-def _f(
-    code: str,
-    severity: Severity,
-    message: str,
-    fix: str | None,
-    predicts: str | None = None,
-    subject: str | None = None,
-) -> Finding:
-    assert code in CODES, code
-    return Finding(code, severity, message, fix, predicts, subject)
-
-
 def _ints(env: Mapping[str, str], out: list[Finding]) -> dict[str, int]:
     values: dict[str, int] = {}
     for var in _INT_VARS:
@@ -127,7 +115,7 @@ def _ints(env: Mapping[str, str], out: list[Finding]) -> dict[str, int]:
         except ValueError:
             torch_reads = var in ("RANK", "WORLD_SIZE", "MASTER_PORT", "LOCAL_RANK")
             out.append(
-                _f(
+                Finding(
                     "DDP-BAD-ENV",
                     "error",
                     f"{var}={raw!r} is not an integer"
@@ -190,7 +178,7 @@ def validate_ddp(
         and v["LOCAL_WORLD_SIZE"] != nproc_per_node
     ):
         out.append(
-            _f(
+            Finding(
                 "DDP-NPROC-MISMATCH",
                 "warning",
                 f"--nproc-per-node {nproc_per_node} disagrees with LOCAL_WORLD_SIZE="
@@ -204,7 +192,7 @@ def validate_ddp(
     if effective_backend == "nccl" and n == 0:
         cpu_only = snapshot.torch is not None and snapshot.torch.cpu_only
         out.append(
-            _f(
+            Finding(
                 "DDP-NCCL-NO-GPU",
                 "error",
                 f"Backend nccl needs GPUs, but none is visible ({where}).",
@@ -216,7 +204,7 @@ def validate_ddp(
     if n > 0 and nproc is not None and nproc > n:
         severity: Severity = "error" if effective_backend == "nccl" else "warning"
         out.append(
-            _f(
+            Finding(
                 "DDP-TOO-MANY-RANKS",
                 severity,
                 f"{nproc} ranks per node ({nproc_source}) but only {n} GPU(s) visible {where}: "
@@ -241,7 +229,7 @@ def validate_ddp(
         dev = devices[set_device]
         gpu = gpu_by_nvml_index(snapshot, dev.nvml_index)
         out.append(
-            _f(
+            Finding(
                 "DDP-DUPLICATE-GPU",
                 "error",
                 f"Every one of the {nproc} ranks calls torch.cuda.set_device({set_device}), so "
@@ -260,7 +248,7 @@ def validate_ddp(
     if local_rank is not None and n > 0 and local_rank >= n:
         one_each = n == 1 and under_srun
         out.append(
-            _f(
+            Finding(
                 "DDP-LOCAL-RANK-INVALID",
                 "error",
                 f"{local_rank_var}={local_rank} but only {n} GPU(s) are visible {where}: "
@@ -282,7 +270,7 @@ def validate_ddp(
     missing = [var for var in ENV_RENDEZVOUS_ORDER if not env.get(var)]
     if missing and in_launch:
         out.append(
-            _f(
+            Finding(
                 "DDP-LAUNCHER-ENV-MISSING",
                 "error",
                 f"RANK is set but {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} "
@@ -296,7 +284,7 @@ def validate_ddp(
         )
     elif missing and under_srun and not under_torchrun:
         out.append(
-            _f(
+            Finding(
                 "DDP-LAUNCHER-ENV-MISSING",
                 "warning",
                 f"Running under srun without torchrun, and {', '.join(missing)} "
@@ -310,7 +298,7 @@ def validate_ddp(
         )
     elif missing:
         out.append(
-            _f(
+            Finding(
                 "DDP-NOT-LAUNCHED",
                 "info",
                 "No launcher variables are set (not under torchrun or srun yet); that is normal "
@@ -328,7 +316,7 @@ def validate_ddp(
             f"local rank {r} -> {describe_device(devices[r], snapshot)}" for r in range(nproc)
         )
         out.append(
-            _f(
+            Finding(
                 "DDP-PLAN",
                 "info",
                 f"{nproc} rank(s) per node ({nproc_source}), each calling "
@@ -352,7 +340,7 @@ def _slurm_rules(
         lws = v.get("LOCAL_WORLD_SIZE")
         if lws is not None and lws > 1:
             out.append(
-                _f(
+                Finding(
                     "DDP-SLURM-NESTED",
                     "warning",
                     f"torchrun (LOCAL_WORLD_SIZE={lws}) runs inside {tasks_per_node} Slurm "
@@ -373,7 +361,7 @@ def _slurm_rules(
             if ours in v and slurm in v and v[ours] != v[slurm]:
                 hangs = ours == "WORLD_SIZE"
                 out.append(
-                    _f(
+                    Finding(
                         "DDP-SLURM-MISMATCH",
                         severity,
                         f"{ours}={v[ours]} but {slurm}={v[slurm]}: the job's ranks disagree "
@@ -398,7 +386,7 @@ def _slurm_rules(
         and nproc > gpus_on_node
     ):
         out.append(
-            _f(
+            Finding(
                 "DDP-GPU-ALLOCATION",
                 "warning",
                 f"{nproc} ranks per node ({nproc_source}) but Slurm allocated "

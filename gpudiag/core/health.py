@@ -21,7 +21,7 @@ import re
 from collections.abc import Sequence
 
 from gpudiag.errors import GpudiagInputError
-from gpudiag.model import Finding, Gpu, Resolution, Severity, Snapshot
+from gpudiag.model import Finding, Gpu, Resolution, Snapshot
 
 CODES: dict[str, str] = {
     "HEALTH-GPU-LOST": "a GPU has fallen off the bus; CUDA numbering shifts",
@@ -67,18 +67,6 @@ _INTEGRATED_CC = {53, 62, 72, 87}
 _EXTRA_TARGETS = {101: {110}}
 
 _ARCH_RE = re.compile(r"^(sm|compute)_(\d+)([af]?)$")
-
-
-def _f(
-    code: str,
-    severity: Severity,
-    message: str,
-    fix: str | None,
-    predicts: str | None = None,
-    subject: str | None = None,
-) -> Finding:
-    assert code in CODES, code
-    return Finding(code, severity, message, fix, predicts, subject)
 
 
 def _label(gpu: Gpu) -> str:
@@ -155,7 +143,7 @@ def health_findings(
     off = [g for g in gpus if g.persistence_mode is False]
     if off:
         out.append(
-            _f(
+            Finding(
                 "HEALTH-PERSISTENCE-OFF",
                 "info",
                 "Persistence mode is off on "
@@ -187,7 +175,7 @@ def _lost(snapshot: Snapshot) -> list[Finding]:
             else ""
         )
         out.append(
-            _f(
+            Finding(
                 "HEALTH-GPU-LOST",
                 "error",
                 f"Physical GPU {gpu.nvml_index} is lost (fallen off the bus, usually Xid 79): "
@@ -220,7 +208,7 @@ def _gpu_health(gpu: Gpu) -> list[Finding]:
             else ""
         )
         out.append(
-            _f(
+            Finding(
                 "HEALTH-FOREIGN-PROCESSES",
                 "warning",
                 f"{label} is in use by {len(gpu.processes)} other process(es): {procs}, "
@@ -236,7 +224,7 @@ def _gpu_health(gpu: Gpu) -> list[Finding]:
         and gpu.memory_used_mib > max(1024, gpu.memory_total_mib // 10)
     ):
         out.append(
-            _f(
+            Finding(
                 "HEALTH-FOREIGN-PROCESSES",
                 "warning",
                 f"{label} has {gpu.memory_used_mib} MiB of {gpu.memory_total_mib} MiB in use, "
@@ -250,7 +238,7 @@ def _gpu_health(gpu: Gpu) -> list[Finding]:
     aggregate = gpu.ecc_uncorrectable_aggregate or 0
     if volatile > 0:
         out.append(
-            _f(
+            Finding(
                 "HEALTH-ECC-UNCORRECTABLE",
                 "error",
                 f"{label} has {volatile} uncorrectable ECC error(s) since the last driver "
@@ -263,7 +251,7 @@ def _gpu_health(gpu: Gpu) -> list[Finding]:
         )
     elif aggregate > 0:
         out.append(
-            _f(
+            Finding(
                 "HEALTH-ECC-UNCORRECTABLE",
                 "warning",
                 f"{label} has had {aggregate} uncorrectable ECC error(s) over its lifetime "
@@ -275,7 +263,7 @@ def _gpu_health(gpu: Gpu) -> list[Finding]:
         )
     if gpu.retired_pages_pending:
         out.append(
-            _f(
+            Finding(
                 "HEALTH-RETIRED-PAGES-PENDING",
                 "warning",
                 f"{label} has memory pages pending retirement: the bad pages stay in use "
@@ -287,7 +275,7 @@ def _gpu_health(gpu: Gpu) -> list[Finding]:
         )
     if gpu.remapped_rows_failure:
         out.append(
-            _f(
+            Finding(
                 "HEALTH-ROW-REMAP-FAILURE",
                 "error",
                 f"{label} failed to remap a bad memory row: its memory can no longer be "
@@ -300,7 +288,7 @@ def _gpu_health(gpu: Gpu) -> list[Finding]:
     mode = gpu.compute_mode
     if mode == "Prohibited":
         out.append(
-            _f(
+            Finding(
                 "HEALTH-COMPUTE-MODE",
                 "error",
                 f"{label} is in compute mode Prohibited: no process may create a CUDA context.",
@@ -312,7 +300,7 @@ def _gpu_health(gpu: Gpu) -> list[Finding]:
     elif mode in ("Exclusive_Process", "Exclusive_Thread"):
         taken = bool(gpu.processes)
         out.append(
-            _f(
+            Finding(
                 "HEALTH-COMPUTE-MODE",
                 "error" if taken else "warning",
                 f"{label} is in compute mode {mode}: only one process may use it"
@@ -331,7 +319,7 @@ def _gpu_health(gpu: Gpu) -> list[Finding]:
     slow = [r for r in reasons if r in _SLOWDOWN_REASONS]
     if slow:
         out.append(
-            _f(
+            Finding(
                 "HEALTH-THROTTLE",
                 "warning",
                 f"{label} clocks are throttled now: {', '.join(slow)}"
@@ -345,7 +333,7 @@ def _gpu_health(gpu: Gpu) -> list[Finding]:
         )
     elif _POWER_CAP in reasons:
         out.append(
-            _f(
+            Finding(
                 "HEALTH-THROTTLE",
                 "info",
                 f"{label} is at its software power cap"
@@ -373,7 +361,7 @@ def _driver(snapshot: Snapshot) -> list[Finding]:
     )
     if runtime[0] > driver[0]:
         return [
-            _f(
+            Finding(
                 "HEALTH-DRIVER-TOO-OLD",
                 "error",
                 f"{where}: a newer major CUDA version needs a newer driver, so torch finds no "
@@ -386,7 +374,7 @@ def _driver(snapshot: Snapshot) -> list[Finding]:
     # Same major: CUDA's minor-version compatibility (CUDA Compatibility guide) runs
     # the binaries, but PTX newer than the driver cannot be JIT-compiled.
     return [
-        _f(
+        Finding(
             "HEALTH-DRIVER-TOO-OLD",
             "warning",
             f"{where}: CUDA minor-version compatibility runs torch's prebuilt kernels, but "
@@ -416,7 +404,7 @@ def _arch(snapshot: Snapshot, gpus: Sequence[Gpu]) -> list[Finding]:
         name = gpu.name or "this GPU"
         if "ptx" in kinds:
             out.append(
-                _f(
+                Finding(
                     "HEALTH-ARCH-PTX-JIT",
                     "warning",
                     f"torch {info.version or '?'} ships no native kernels for {_label(gpu)} "
@@ -431,7 +419,7 @@ def _arch(snapshot: Snapshot, gpus: Sequence[Gpu]) -> list[Finding]:
             )
             continue
         out.append(
-            _f(
+            Finding(
                 "HEALTH-ARCH-UNSUPPORTED",
                 "error",
                 f"torch {info.version or '?'} has no kernels for {_label(gpu)}: compute "
@@ -450,7 +438,7 @@ def _arch(snapshot: Snapshot, gpus: Sequence[Gpu]) -> list[Finding]:
 def _amp(amp: str, gpus: Sequence[Gpu], resolution: Resolution) -> list[Finding]:
     if not resolution.devices:
         return [
-            _f(
+            Finding(
                 "HEALTH-AMP-NO-GPU",
                 "warning",
                 f"--amp {amp}: torch.autocast('cuda') with no visible GPU does nothing; torch "
@@ -467,7 +455,7 @@ def _amp(amp: str, gpus: Sequence[Gpu], resolution: Resolution) -> list[Finding]
             continue
         if amp == "bf16" and cc < 80:
             out.append(
-                _f(
+                Finding(
                     "HEALTH-AMP-BF16",
                     "warning",
                     f"{_label(gpu)} has compute capability {gpu.compute_capability}: no native "
@@ -481,7 +469,7 @@ def _amp(amp: str, gpus: Sequence[Gpu], resolution: Resolution) -> list[Finding]
             )
         elif amp == "fp16" and cc < 70:
             out.append(
-                _f(
+                Finding(
                     "HEALTH-AMP-FP16",
                     "warning",
                     f"{_label(gpu)} has compute capability {gpu.compute_capability}: no tensor "
