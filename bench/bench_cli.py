@@ -77,7 +77,13 @@ def main() -> int:
     parser.add_argument("--enforce", action="store_true", help="exit 1 if a median ratio > target")
     args = parser.parse_args()
     baseline = [sys.executable, "-c", "pass"]
-    env_note = f"python {sys.version.split()[0]} on {os.cpu_count()} CPUs"
+    # `pip install` byte-compiles a package; an editable checkout under
+    # PYTHONDONTWRITEBYTECODE=1 (set on these machines) would otherwise recompile
+    # every gpudiag module at each start and measure the compiler, not gpudiag.
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", str(ROOT / "gpudiag")], check=True, timeout=120
+    )
+    env_note = f"python {sys.version.split()[0]} on {os.cpu_count()} CPUs, gpudiag byte-compiled"
     print(f"# whole-process wall time, {args.n} interleaved pairs each, {env_note}")
     print(
         f"{'command':58} {'median ms':>9} {'base ms':>8} {'ratio':>6} {'min':>5} {'max':>5}  target"
