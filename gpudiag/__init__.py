@@ -10,9 +10,15 @@ is loaded on first access.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 __version__ = "0.1.0"
+
+#: ``CUDA_VISIBLE_DEVICES`` when gpudiag was first imported: the guard's best
+#: guess at the value CUDA was initialised with, should a script change it later.
+#: Captured here, not in ``gpudiag.api``, which loads only on first use.
+CVD_AT_IMPORT: str | None = os.environ.get("CUDA_VISIBLE_DEVICES")
 
 __all__ = ["GpuConfigError", "__version__", "check", "guard"]
 

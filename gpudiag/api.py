@@ -12,12 +12,13 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import gpudiag
 from gpudiag.core.check import FROM_SNAPSHOT, Report, _FromSnapshot, run_check
-from gpudiag.model import Finding, Snapshot, normalize_uuid
+from gpudiag.model import Finding, Snapshot, uuid_key
 
-#: ``CUDA_VISIBLE_DEVICES`` when gpudiag.api was first imported: the best guess
-#: of the value CUDA read at initialisation (see :func:`guard`).
-CVD_AT_IMPORT: str | None = os.environ.get("CUDA_VISIBLE_DEVICES")
+#: ``CUDA_VISIBLE_DEVICES`` when the gpudiag package was first imported: the best
+#: guess of the value CUDA read at initialisation (see :func:`guard`).
+CVD_AT_IMPORT: str | None = gpudiag.CVD_AT_IMPORT
 
 CODES: dict[str, str] = {
     "API-CUDA-ALREADY-INITIALISED": "guard() ran after CUDA was initialised in this process",
@@ -215,8 +216,8 @@ def _changed_after_init(report: Report, torch_uuids: list[str] | None) -> list[F
 
     if torch_uuids is None:
         return []
-    seen = [normalize_uuid(u) for u in torch_uuids]
-    expected = [normalize_uuid(d.mig_uuid or d.uuid) for d in report.resolution.devices]
+    seen = [uuid_key(u) for u in torch_uuids]
+    expected = [uuid_key(d.mig_uuid or d.uuid) for d in report.resolution.devices]
     if seen == expected:
         return []
     now = os.environ.get("CUDA_VISIBLE_DEVICES")

@@ -187,19 +187,31 @@ class Finding:
         }
 
 
-def normalize_uuid(uuid: str | None) -> str | None:
-    """The join key for a GPU UUID: lower case, ``GPU-`` prefix.
+def uuid_key(uuid: str | None) -> str | None:
+    """The join key of a GPU or MIG UUID: its hex part, lower case.
 
-    torch reports UUIDs without the ``GPU-`` prefix; NVML and nvidia-smi with it.
+    NVML and nvidia-smi print ``GPU-…`` / ``MIG-…``; torch prints the bare
+    UUID. None for None or an empty string.
     """
     if uuid is None:
         return None
     text = uuid.strip().lower()
-    if not text:
-        return None
-    if text.startswith("gpu-"):
-        text = text[4:]
-    return "GPU-" + text
+    for prefix in ("gpu-", "mig-"):
+        if text.startswith(prefix):
+            text = text[len(prefix) :]
+            break
+    return text or None
+
+
+def short_uuid(uuid: str | None) -> str:
+    """``GPU-9942190a…``: the prefix and the first group, enough to tell GPUs apart."""
+    if not uuid:
+        return "?"
+    head, sep, rest = uuid.partition("-")
+    if not sep:
+        return uuid
+    first = rest.split("-", 1)[0]
+    return f"{head}-{first}…" if first != rest else uuid
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ may grow), so that an older gpudiag can read a newer snapshot.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,24 @@ class SnapshotError(GpudiagInputError):
 
 _REQUIRED_TOP = ("schema", "driver_version", "cuda_driver_version", "env", "cuda_order", "gpus")
 _REQUIRED_GPU = ("nvml_index", "uuid")
+#: Counts, sizes and indices: a negative value is a corrupt snapshot.
+_NON_NEGATIVE = frozenset(
+    {
+        "nvml_index",
+        "cuda_ordinal",
+        "gputil_id",
+        "pid",
+        "memory_total_mib",
+        "memory_used_mib",
+        "used_memory_mib",
+        "multiprocessor_count",
+        "gpu_instance_id",
+        "compute_instance_id",
+        "ecc_uncorrectable_volatile",
+        "ecc_uncorrectable_aggregate",
+        "device_count",
+    }
+)
 
 
 def _type_name(value: object) -> str:
@@ -47,6 +66,11 @@ def _opt(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where:
         raise SnapshotError(f"{where}.{key} must be {_kind_name(kind)}, not {_type_name(value)}")
     if not isinstance(value, kind):
         raise SnapshotError(f"{where}.{key} must be {_kind_name(kind)}, not {_type_name(value)}")
+    # Python's json reads NaN and Infinity, which no JSON consumer can read back.
+    if isinstance(value, float) and not math.isfinite(value):
+        raise SnapshotError(f"{where}.{key} must be a finite number, not {value}")
+    if isinstance(value, (int, float)) and key in _NON_NEGATIVE and value < 0:
+        raise SnapshotError(f"{where}.{key} must not be negative, got {value}")
     return value
 
 
@@ -109,6 +133,8 @@ def gpu_from_json(raw: object, where: str = "gpus[]") -> Gpu:
     _req(d, "nvml_index", int, where)
     lost = bool(_opt(d, "lost", bool, where) or False)
     uuid = _opt(d, "uuid", str, where)
+    if uuid is not None and not uuid.strip():
+        raise SnapshotError(f"{where}.uuid must not be empty")
     if uuid is None and not lost:
         raise SnapshotError(f"{where}.uuid is required (null only when lost is true)")
     throttle = d.get("throttle_reasons")
@@ -338,6 +364,11 @@ def snapshot_from_json(data: object) -> Snapshot:
     indices = [g.nvml_index for g in gpus]
     if len(set(indices)) != len(indices):
         raise SnapshotError("gpus[].nvml_index values must be unique")
+    uuids = [g.uuid.lower() for g in gpus if g.uuid is not None]
+    if len(set(uuids)) != len(uuids):
+        raise SnapshotError("gpus[].uuid values must be unique")
+    if cuda_order is not None and len({u.lower() for u in cuda_order}) != len(cuda_order):
+        raise SnapshotError("cuda_order must not list a UUID twice")
     return Snapshot(
         schema=schema,
         driver_version=_opt(d, "driver_version", str, "snapshot"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import types
 
@@ -107,3 +108,29 @@ def test_guard_never_imports_torch(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delitem(sys.modules, "torch", raising=False)
     guard(snapshot=load_fixture("a100x8"), env={})
     assert "torch" not in sys.modules
+
+
+def test_guard_after_init_on_a_mig_node_joins_mig_uuids(monkeypatch: pytest.MonkeyPatch) -> None:
+    # torch reports a MIG device's UUID without its "MIG-" prefix; it is the same device.
+    snap = load_fixture("a100_mig")
+    (device,) = guard(snapshot=snap, env={}).resolution.devices
+    assert device.mig_uuid is not None
+    monkeypatch.setitem(sys.modules, "torch", _fake_torch(True, [device.mig_uuid[4:]]))
+    report = guard(snapshot=snap, env={})
+    assert [(f.code, f.severity) for f in report.findings if f.code.startswith("API-")] == [
+        ("API-CUDA-ALREADY-INITIALISED", "warning")
+    ]
+
+
+def test_cvd_at_import_is_captured_by_the_package_not_the_lazy_api() -> None:
+    import subprocess
+
+    code = (
+        "import os, gpudiag; os.environ['CUDA_VISIBLE_DEVICES'] = '2,3'; "
+        "import gpudiag.api as a; print(a.CVD_AT_IMPORT)"
+    )
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "0,1"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert out.stdout.strip() == "0,1"

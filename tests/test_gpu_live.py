@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from gpudiag.collect import collect_snapshot
-from gpudiag.core.inventory import build_inventory, uuid_key
+from gpudiag.core.inventory import build_inventory
+from gpudiag.model import uuid_key
 from gpudiag.snapshot import load_snapshot
 
 pytestmark = pytest.mark.gpu

@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from gpudiag.core.inventory import CODES, build_inventory, inventory_findings, uuid_key
-from gpudiag.model import Snapshot, SourceStatus, TorchDevice, TorchInfo
+from gpudiag.core.inventory import CODES, build_inventory, inventory_findings
+from gpudiag.model import Snapshot, SourceStatus, TorchDevice, TorchInfo, uuid_key
 
 from .conftest import load_fixture
 

@@ -218,3 +218,21 @@ def test_python_dash_m_entry_point() -> None:
     )
     assert proc.returncode == 0
     assert proc.stdout.startswith("gpudiag, version ")
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs Linux /dev/full")
+@pytest.mark.parametrize(
+    "args",
+    [["list", "--json"], ["check"], ["list"]],
+)
+def test_unwritable_stdout_is_one_line_not_a_traceback(args: list[str]) -> None:
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(
+            [sys.executable, "-m", "gpudiag", *args, "--snapshot", str(fixture_path("a100x8"))],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
+    assert proc.returncode == 2
+    assert proc.stderr == "gpudiag: error: cannot write output: No space left on device\n"

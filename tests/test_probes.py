@@ -228,8 +228,10 @@ def test_help_teaches_and_never_imports_torch() -> None:
     [
         (["--timeout", "0"], {}, "--timeout must be a positive number"),
         (["--timeout", "nan"], {}, "--timeout must be a positive number"),
-        (["--device-ids", "0,x"], {}, "expected cuda ordinals"),
+        (["--device-ids", "0,x"], {}, "'x' is not an integer"),
         (["--device-ids", "1,1"], {}, "ordinal 1 appears twice"),
+        (["--device-ids", "²"], {}, "'²' is not an integer"),
+        (["--device-ids", "-1"], {}, "-1 is below 0"),
         (["--nproc", "0"], {}, "--nproc must be >= 1"),
         (["--device", "cuda"], {}, "--device cuda: no NVIDIA driver"),
         (["ddp"], {"SLURM_PROCID": "0", "SLURM_NTASKS": "2"}, "needs MASTER_ADDR"),

@@ -117,6 +117,28 @@ def _mutated(change: str) -> dict:
             "doc['torch'] = {'devices': [{'name': 'x'}]}",
             "torch.devices[0].cuda_ordinal is required",
         ),
+        (
+            "doc['gpus'][0]['power_draw_w'] = float('nan')",
+            "gpus[0].power_draw_w must be a finite number, not nan",
+        ),
+        (
+            "doc['gputil'] = [{'gputil_id': 0, 'load_percent': float('inf')}]",
+            "gputil[0].load_percent must be a finite number, not inf",
+        ),
+        ("doc['gpus'][0]['nvml_index'] = -1", "gpus[0].nvml_index must not be negative, got -1"),
+        (
+            "doc['gpus'][0]['memory_total_mib'] = -5",
+            "gpus[0].memory_total_mib must not be negative, got -5",
+        ),
+        ("doc['gpus'][0]['uuid'] = ' '", "gpus[0].uuid must not be empty"),
+        (
+            "doc['gpus'].append(dict(doc['gpus'][0], nvml_index=1))",
+            "gpus[].uuid values must be unique",
+        ),
+        (
+            "doc['cuda_order'] = [doc['gpus'][0]['uuid']] * 2",
+            "cuda_order must not list a UUID twice",
+        ),
     ],
 )
 def test_bad_documents_are_rejected_with_one_line(change: str, message: str) -> None:

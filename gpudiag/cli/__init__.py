@@ -6,6 +6,9 @@ must stay cheap: no torch, no pynvml, no GPUtil at module level.
 
 from __future__ import annotations
 
+import errno
+import os
+import sys
 from typing import Any
 
 import click
@@ -24,6 +27,23 @@ class _Group(click.Group):
         except GpudiagInputError as exc:
             click.echo(f"gpudiag: error: {exc}", err=True)
             ctx.exit(BAD_INPUT)
+        except OSError as exc:
+            if exc.errno == errno.EPIPE:
+                raise  # click's own handling of `gpudiag … | head`
+            # stdout is unwritable (a full disk, /dev/full): say so in one line,
+            # and drop what is still buffered so exit does not fail again.
+            click.echo(f"gpudiag: error: cannot write output: {exc.strerror or exc}", err=True)
+            _discard_stdout()
+            ctx.exit(BAD_INPUT)
+
+
+def _discard_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no real stdout (CliRunner)
+        pass
 
 
 @click.group(

@@ -9,6 +9,7 @@ import click
 from gpudiag.cli.exitcodes import FAILED, OK
 from gpudiag.cli.options import json_option, snapshot_option, visible_options
 from gpudiag.errors import GpudiagInputError
+from gpudiag.parsing import parse_int, parse_int_list
 
 _EPILOG = """\b
 Examples:
@@ -46,26 +47,12 @@ def parse_device_ids(text: str | None) -> tuple[bool, list[int] | None]:
         return True, None
     if value == "":
         return True, []
-    ids: list[int] = []
-    for part in value.split(","):
-        item = part.strip()
-        try:
-            ids.append(int(item))
-        except ValueError:
-            raise GpudiagInputError(
-                f"--device-ids {text!r}: {item!r} is not an integer "
-                "(use comma-separated cuda ordinals like 0,1, 'all', or '' for an empty list)"
-            ) from None
+    ids = parse_int_list("--device-ids", value)
     return True, ids
 
 
 def _int(name: str, text: str | None) -> int | None:
-    if text is None:
-        return None
-    try:
-        return int(text.strip())
-    except ValueError:
-        raise GpudiagInputError(f"{name} {text!r} is not an integer") from None
+    return None if text is None else parse_int(name, text)
 
 
 def _choice(name: str, text: str | None, choices: tuple[str, ...]) -> str | None:

@@ -12,6 +12,7 @@ import click
 from gpudiag.cli.exitcodes import FAILED, OK, TIMEOUT
 from gpudiag.cli.options import json_option, visible_options
 from gpudiag.errors import GpudiagInputError
+from gpudiag.parsing import parse_int_list
 
 _EPILOG = """\b
 Probes (each trains a small model and checks numbers, not "did not crash"):
@@ -160,14 +161,8 @@ def _parse_device_ids(text: str | None) -> tuple[int, ...] | None:
     """
     if text is None:
         return None
-    ids: list[int] = []
-    for part in text.split(","):
-        entry = part.strip()
-        if not entry.isdigit():
-            raise GpudiagInputError(
-                f"--device-ids {text!r}: expected cuda ordinals like '0,1' (got {entry!r})"
-            )
-        if int(entry) in ids:
-            raise GpudiagInputError(f"--device-ids {text!r}: ordinal {entry} appears twice")
-        ids.append(int(entry))
+    ids = parse_int_list("--device-ids", text, minimum=0)
+    for i, ordinal in enumerate(ids):
+        if ordinal in ids[:i]:
+            raise GpudiagInputError(f"--device-ids {text!r}: ordinal {ordinal} appears twice")
     return tuple(ids)

@@ -19,7 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpudiag.errors import GpudiagInputError
-from gpudiag.model import Finding, Gpu, Resolution, Snapshot, VisibleDevice, normalize_uuid
+from gpudiag.model import Finding, Gpu, Resolution, Snapshot, VisibleDevice, uuid_key
+from gpudiag.parsing import is_int_text, show_value
 
 CODES: dict[str, str] = {
     "DP-DEVICES": "the physical GPUs DataParallel will use",
@@ -167,9 +168,9 @@ def device_props(dev: VisibleDevice, snapshot: Snapshot) -> DeviceProps:
                     mig_mib = mig.memory_total_mib
         return DeviceProps(mig_mib, None)
     if snapshot.torch is not None:
-        key = normalize_uuid(dev.uuid)
+        key = uuid_key(dev.uuid)
         for td in snapshot.torch.devices:
-            if normalize_uuid(td.uuid) == key:
+            if uuid_key(td.uuid) == key:
                 return DeviceProps(td.memory_total_mib, td.multiprocessor_count)
     if gpu is None:
         return DeviceProps(None, None)
@@ -224,10 +225,12 @@ def parse_module_device(text: str | None) -> tuple[str, int | None] | None:
     if value == "cuda":
         return ("cuda", None)
     number = value[5:] if value.startswith("cuda:") else value
-    if number.isdigit():
+    # torch.device accepts plain ASCII ordinals only ("cuda:01", "cuda:²" raise).
+    if is_int_text(number) and number[0] not in "+-" and (number == "0" or number[0] != "0"):
         return ("cuda", int(number))
     raise GpudiagInputError(
-        f"--module-device {text!r} is not cpu, cuda, cuda:K or K (K a non-negative integer)"
+        f"--module-device {show_value(text)} is not cpu, cuda, cuda:K or K "
+        "(K a non-negative integer)"
     )
 
 

@@ -17,6 +17,7 @@ from gpudiag.model import (
     Snapshot,
     TorchDevice,
     TorchInfo,
+    uuid_key,
 )
 
 CODES: dict[str, str] = {
@@ -34,17 +35,6 @@ CODES: dict[str, str] = {
     "INV-TORCH-ORDER-MISMATCH": "torch's cuda:N is not the GPU the CUDA rules predict",
     "INV-GPUTIL-MISMATCH": "GPUtil (nvidia-smi) and NVML disagree about the GPUs",
 }
-
-
-def uuid_key(uuid: str | None) -> str | None:
-    """The join key of a GPU or MIG UUID: its hex part, lower case."""
-    if uuid is None:
-        return None
-    text = uuid.strip().lower()
-    for prefix in ("gpu-", "mig-"):
-        if text.startswith(prefix):
-            text = text[len(prefix) :]
-    return text or None
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,8 @@ from gpudiag.model import (
     Resolution,
     Snapshot,
     VisibleDevice,
+    short_uuid,
+    uuid_key,
 )
 
 PCI_BUS_ID = "PCI_BUS_ID"
@@ -93,6 +95,9 @@ def _q(text: str) -> str:
     return f'"{escaped}"'
 
 
+_ULONG_MAX = 2**64 - 1
+
+
 def c_strtoul(text: str) -> int | None:
     """Read ``text`` the way CUDA reads an integer entry (C ``strtoul``, base 10).
 
@@ -111,16 +116,10 @@ def c_strtoul(text: str) -> int | None:
         end += 1
     if end == 0:
         return None
-    return sign * int(body[:end])
-
-
-def short_uuid(uuid: str) -> str:
-    """``GPU-9942190a…``: the prefix and the first group of a UUID."""
-    head, sep, rest = uuid.partition("-")
-    if not sep:
-        return uuid
-    first = rest.split("-", 1)[0]
-    return f"{head}-{first}…" if first != rest else uuid
+    digits = body[:end].lstrip("0") or "0"
+    # strtoul saturates at ULONG_MAX (ERANGE); int() would refuse > 4300 digits.
+    value = _ULONG_MAX if len(digits) > 20 else min(int(digits), _ULONG_MAX)
+    return sign * value
 
 
 def _gpu_label(gpu: Gpu) -> str:
@@ -1100,12 +1099,8 @@ def cvd_changed_after_init(cvd_at_init: str | None, cvd_now: str | None) -> Find
 # --------------------------------------------------------------------------- driver
 
 
-def _uuid_body(uuid: str) -> str:
-    text = uuid.strip().lower()
-    for prefix in ("gpu-", "mig-"):
-        if text.startswith(prefix):
-            return text[len(prefix) :]
-    return text
+def _body(uuid: str) -> str:
+    return uuid_key(uuid) or ""
 
 
 def apply_driver_mapping(
@@ -1122,9 +1117,9 @@ def apply_driver_mapping(
     mig_by_body: dict[str, tuple[Gpu, MigDevice]] = {}
     for gpu in snapshot.gpus:
         if gpu.uuid is not None:
-            gpu_by_body[_uuid_body(gpu.uuid)] = gpu
+            gpu_by_body[_body(gpu.uuid)] = gpu
         for mig in gpu.mig_devices:
-            mig_by_body[_uuid_body(mig.uuid)] = (gpu, mig)
+            mig_by_body[_body(mig.uuid)] = (gpu, mig)
     entry_by_key = {(d.uuid, d.mig_uuid): d.entry for d in resolution.devices}
     devices: list[VisibleDevice] = []
     findings = [
@@ -1136,7 +1131,7 @@ def apply_driver_mapping(
     unmatched: list[str] = []
     key: tuple[str, str | None]
     for uuid in driver_uuids:
-        body = _uuid_body(uuid)
+        body = _body(uuid)
         if body in mig_by_body:
             gpu, mig = mig_by_body[body]
             key = (_uuid_of(gpu), mig.uuid)

@@ -7,8 +7,8 @@ from typing import Any
 
 from tabulate import tabulate
 
-from gpudiag.core.inventory import Inventory, InventoryRow, uuid_key
-from gpudiag.model import Finding, Resolution, Snapshot
+from gpudiag.core.inventory import Inventory, InventoryRow
+from gpudiag.model import Finding, Resolution, Snapshot, short_uuid, uuid_key
 from gpudiag.render.findings import render_findings, sort_findings
 from gpudiag.snapshot import gpu_to_json
 
@@ -26,16 +26,6 @@ HEADERS = (
     "Temp",
     "Seen by",
 )
-
-
-def short_uuid(uuid: str | None) -> str:
-    """``GPU-9942190a…``: enough to tell GPUs apart, short enough for a table."""
-    if not uuid:
-        return "?"
-    head, _, rest = uuid.partition("-")
-    if not rest:
-        return uuid[:12] + "…"
-    return f"{head}-{rest[:8]}…"
 
 
 def _na(value: object, suffix: str = "") -> str:

@@ -5,8 +5,7 @@ Plain text, no colours, so it can be pasted into an issue or a log.
 
 from __future__ import annotations
 
-from gpudiag.core.visibility import short_uuid
-from gpudiag.model import Gpu, MigDevice, Resolution, Snapshot, VisibleDevice
+from gpudiag.model import Gpu, MigDevice, Resolution, Snapshot, VisibleDevice, short_uuid
 
 
 def short_pci_bus_id(pci_bus_id: str) -> str:
