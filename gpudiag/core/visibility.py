@@ -979,9 +979,9 @@ def _torch_findings(
                 Finding(
                     code="VIS-TORCH-NVML-ORDER",
                     severity="warning",
-                    message="torch's NVML-based functions (torch.cuda.utilization, "
-                    "memory_usage, list_gpu_processes, temperature, power_draw, clock_rate) "
-                    "take CUDA_VISIBLE_DEVICES integers as nvidia-smi indices and ignore "
+                    message="torch's NVML-based functions ("
+                    + ", ".join(TORCH_NVML_FUNCTIONS)
+                    + ") take CUDA_VISIBLE_DEVICES integers as nvidia-smi indices and ignore "
                     f"CUDA_DEVICE_ORDER, so they would read the wrong GPU: {text}.",
                     fix="Set CUDA_DEVICE_ORDER=PCI_BUS_ID, or select GPUs by UUID.",
                     subject="CUDA_VISIBLE_DEVICES",

@@ -1,10 +1,12 @@
-"""Plain-text rendering of findings, shared by every command."""
+"""Plain-text rendering of findings, shared by ``list`` and ``check``."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
 from gpudiag.model import SEVERITIES, Finding
+
+_HEADINGS = {"error": "Errors", "warning": "Warnings", "info": "Info"}
 
 
 def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
@@ -13,25 +15,27 @@ def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
     return sorted(findings, key=lambda f: rank[f.severity])
 
 
+def _block(finding: Finding) -> list[str]:
+    lines = [f"  {finding.code}: {finding.message}"]
+    if finding.predicts:
+        lines.append(f"      predicts: {finding.predicts}")
+    if finding.fix:
+        lines.append(f"      fix: {finding.fix}")
+    return lines
+
+
 def render_findings(findings: Iterable[Finding]) -> str:
-    """One block per finding: ``[severity] CODE: message`` then its predicts/fix lines."""
-    lines: list[str] = []
-    for f in sort_findings(findings):
-        lines.append(f"[{f.severity}] {f.code}: {f.message}")
-        if f.predicts:
-            lines.append(f"    predicts: {f.predicts}")
-        if f.fix:
-            lines.append(f"    fix: {f.fix}")
-    return "\n".join(lines)
-
-
-def findings_summary(findings: Iterable[Finding]) -> str:
-    """E.g. ``1 error, 2 warnings, 0 info``."""
+    """Findings grouped by severity under ``Errors (n):`` headings, each with
+    its ``predicts:`` and ``fix:`` lines; empty text when there are none."""
     items = list(findings)
-    counts = {s: sum(1 for f in items if f.severity == s) for s in SEVERITIES}
-    errors = counts["error"]
-    warnings = counts["warning"]
-    return (
-        f"{errors} error{'s' if errors != 1 else ''}, "
-        f"{warnings} warning{'s' if warnings != 1 else ''}, {counts['info']} info"
-    )
+    parts: list[str] = []
+    for severity in SEVERITIES:
+        group = [f for f in items if f.severity == severity]
+        if not group:
+            continue
+        if parts:
+            parts.append("")
+        parts.append(f"{_HEADINGS[severity]} ({len(group)}):")
+        for finding in group:
+            parts.extend(_block(finding))
+    return "\n".join(parts)

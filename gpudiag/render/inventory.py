@@ -175,7 +175,6 @@ def render_list(
         out.append(mapping_text)
     if findings:
         out.append("")
-        out.append("Findings:")
         out.append(render_findings(findings))
     return "\n".join(out) + "\n"
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 
 from gpudiag.core.check import Report
-from gpudiag.model import SEVERITIES, Finding
-
-_HEADINGS = {"error": "Errors", "warning": "Warnings", "info": "Info"}
+from gpudiag.model import SEVERITIES
+from gpudiag.render.findings import render_findings
 
 
 def _mapping(report: Report) -> str:
@@ -17,15 +16,6 @@ def _mapping(report: Report) -> str:
     from gpudiag.render.mapping import render_mapping
 
     return render_mapping(report.resolution, snapshot)
-
-
-def _block(finding: Finding) -> list[str]:
-    lines = [f"  {finding.code}: {finding.message}"]
-    if finding.predicts:
-        lines.append(f"      predicts: {finding.predicts}")
-    if finding.fix:
-        lines.append(f"      fix: {finding.fix}")
-    return lines
 
 
 def verdict(report: Report, *, strict: bool = False) -> str:
@@ -44,14 +34,8 @@ def verdict(report: Report, *, strict: bool = False) -> str:
 def render_report(report: Report, *, strict: bool = False) -> str:
     """Mapping table, findings grouped by severity, then the verdict line."""
     parts = [_mapping(report), ""]
-    for severity in SEVERITIES:
-        group = [f for f in report.findings if f.severity == severity]
-        if not group:
-            continue
-        parts.append(f"{_HEADINGS[severity]} ({len(group)}):")
-        for finding in group:
-            parts.extend(_block(finding))
-        parts.append("")
+    if report.findings:
+        parts += [render_findings(report.findings), ""]
     parts.append(verdict(report, strict=strict))
     return "\n".join(parts)
 
