@@ -218,7 +218,8 @@ def gpu_to_json(gpu: Gpu) -> dict[str, Any]:
     }
 
 
-def _torch_from_json(raw: object) -> TorchInfo | None:
+def torch_from_json(raw: object) -> TorchInfo | None:
+    """Validate and build torch's view (the snapshot's ``torch`` object)."""
     if raw is None:
         return None
     where = "torch"
@@ -278,7 +279,8 @@ def torch_to_json(info: TorchInfo | None) -> dict[str, Any] | None:
     }
 
 
-def _gputil_from_json(raw: object) -> tuple[GputilGpu, ...] | None:
+def gputil_from_json(raw: object) -> tuple[GputilGpu, ...] | None:
+    """Validate and build GPUtil's view (the snapshot's ``gputil`` list)."""
     if raw is None:
         return None
     if not isinstance(raw, list):
@@ -377,8 +379,8 @@ def snapshot_from_json(data: object) -> Snapshot:
         cuda_order=None if cuda_order is None else tuple(cuda_order),
         gpus=tuple(sorted(gpus, key=lambda g: g.nvml_index)),
         sources=_sources_from_json(d.get("sources")),
-        torch=_torch_from_json(d.get("torch")),
-        gputil=_gputil_from_json(d.get("gputil")),
+        torch=torch_from_json(d.get("torch")),
+        gputil=gputil_from_json(d.get("gputil")),
         hostname=_opt(d, "hostname", str, "snapshot"),
         created_utc=_opt(d, "created_utc", str, "snapshot"),
     )

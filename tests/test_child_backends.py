@@ -189,3 +189,15 @@ def test_run_child_reports_a_missing_program() -> None:
     assert result.returncode is None
     assert result.start_error is not None
     assert "No such file" in result.start_error
+
+
+def test_malformed_child_data_is_an_error_source_not_a_crash() -> None:
+    info, status = parse_torch_json({"version": 2, "devices": []})
+    assert info is None
+    assert status.status == "error"
+    assert (
+        status.reason == "torch query printed unexpected data: torch.version must be str, not int"
+    )
+    gpus, status = parse_gputil_json({"gpus": [{"name": "T4"}]})
+    assert gpus is None
+    assert status.reason == "GPUtil query printed unexpected data: gputil[0].gputil_id is required"

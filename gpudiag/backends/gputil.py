@@ -13,6 +13,7 @@ from typing import Any
 
 from gpudiag.backends.subproc import Runner, child_env, query_child, run_child
 from gpudiag.model import GputilGpu, SourceStatus
+from gpudiag.snapshot import SnapshotError, gputil_from_json
 
 DEFAULT_TIMEOUT_S = 30.0
 
@@ -46,16 +47,8 @@ def parse_gputil_json(
         )
     if "error" in data:
         return None, SourceStatus("error", f"GPUtil could not parse nvidia-smi: {data['error']}")
-    gpus = tuple(
-        GputilGpu(
-            gputil_id=int(g["gputil_id"]),
-            uuid=g.get("uuid"),
-            name=g.get("name"),
-            memory_total_mib=g.get("memory_total_mib"),
-            memory_used_mib=g.get("memory_used_mib"),
-            load_percent=g.get("load_percent"),
-            temperature_c=g.get("temperature_c"),
-        )
-        for g in data.get("gpus", [])
-    )
+    try:
+        gpus = gputil_from_json(data.get("gpus", []))
+    except SnapshotError as exc:
+        return None, SourceStatus("error", f"GPUtil query printed unexpected data: {exc}")
     return gpus, SourceStatus("ok")

@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpudiag.backends.subproc import Runner, child_env, query_child, run_child
-from gpudiag.model import SourceStatus, TorchDevice, TorchInfo
+from gpudiag.model import SourceStatus, TorchInfo
+from gpudiag.snapshot import SnapshotError, torch_from_json
 
 #: Importing torch and initialising CUDA can take tens of seconds on a cold node.
 DEFAULT_TIMEOUT_S = 120.0
@@ -40,27 +41,11 @@ def parse_torch_json(data: Mapping[str, Any]) -> tuple[TorchInfo | None, SourceS
     """Turn the child's JSON into (TorchInfo, status)."""
     if "import_error" in data:
         return None, SourceStatus("unavailable", f"torch is not installed ({data['import_error']})")
-    devices = tuple(
-        TorchDevice(
-            cuda_ordinal=int(d["cuda_ordinal"]),
-            name=d.get("name"),
-            uuid=d.get("uuid"),
-            memory_total_mib=d.get("memory_total_mib"),
-            multiprocessor_count=d.get("multiprocessor_count"),
-            compute_capability=d.get("compute_capability"),
-        )
-        for d in data.get("devices", []) or []
-    )
-    info = TorchInfo(
-        version=data.get("version"),
-        cuda_version=data.get("cuda_version"),
-        cpu_only=data.get("cpu_only"),
-        cuda_available=data.get("cuda_available"),
-        device_count=data.get("device_count"),
-        arch_list=tuple(data.get("arch_list", []) or []),
-        devices=devices,
-        error=data.get("error"),
-    )
+    try:
+        info = torch_from_json(data)
+    except SnapshotError as exc:
+        return None, SourceStatus("error", f"torch query printed unexpected data: {exc}")
+    assert info is not None
     if info.error and not info.cpu_only:
         return info, SourceStatus("error", f"torch could not initialise CUDA: {info.error}")
     return info, SourceStatus("ok")
