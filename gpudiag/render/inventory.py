@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tabulate import tabulate
-
 from gpudiag.core.inventory import Inventory, InventoryRow
 from gpudiag.model import Finding, Resolution, Snapshot, short_uuid, uuid_key
 from gpudiag.render.findings import render_findings, sort_findings
@@ -160,6 +158,10 @@ def render_list(
         table: list[list[str]] = []
         for row in inventory.rows:
             table.extend(_gpu_rows(row, resolution))
+        # Imported here: tabulate pulls in importlib.metadata (~20 ms), which
+        # `list --json` does not need.
+        from tabulate import tabulate
+
         out.append(tabulate(table, headers=HEADERS, tablefmt="simple", disable_numparse=True))
     out.append("")
     out.append(_versions_text(snapshot))
