@@ -169,3 +169,14 @@ def test_resolution_to_json_unset_mig() -> None:
 )
 def test_short_pci_bus_id(nvml: str, short: str) -> None:
     assert short_pci_bus_id(nvml) == short
+
+
+def test_header_quotes_control_characters_on_one_line() -> None:
+    from gpudiag.core.visibility import resolve_visible
+    from gpudiag.render.mapping import render_mapping
+
+    from .conftest import load_fixture
+
+    snap = load_fixture("a100x8")
+    text = render_mapping(resolve_visible("0\n1,2", None, snap), snap)
+    assert 'How CUDA_VISIBLE_DEVICES="0\\n1,2" was read' in text

@@ -87,12 +87,15 @@ EntryKind = Literal["integer", "uuid"]
 # --------------------------------------------------------------------------- helpers
 
 
-def _q(text: str) -> str:
+def quote_value(text: str) -> str:
     """Quote an entry for a one-line message (JSON-like double quotes)."""
     escaped = text.replace("\\", "\\\\").replace('"', '\\"')
     for raw, shown in (("\t", "\\t"), ("\n", "\\n"), ("\r", "\\r"), ("\v", "\\v"), ("\f", "\\f")):
         escaped = escaped.replace(raw, shown)
     return f'"{escaped}"'
+
+
+_q = quote_value  # short name for the many messages below
 
 
 _ULONG_MAX = 2**64 - 1

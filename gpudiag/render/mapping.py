@@ -5,6 +5,7 @@ Plain text, no colours, so it can be pasted into an issue or a log.
 
 from __future__ import annotations
 
+from gpudiag.core.visibility import quote_value
 from gpudiag.model import Gpu, MigDevice, Resolution, Snapshot, VisibleDevice, short_uuid
 
 
@@ -62,7 +63,7 @@ def device_line(device: VisibleDevice, snapshot: Snapshot) -> str:
 
 
 def _spec_text(spec: str | None) -> str:
-    return "unset" if spec is None else '"' + spec.replace('"', '\\"') + '"'
+    return "unset" if spec is None else quote_value(spec)
 
 
 def render_mapping(resolution: Resolution, snapshot: Snapshot) -> str:
