@@ -64,7 +64,9 @@ def _choice(name: str, text: str | None, choices: tuple[str, ...]) -> str | None
     return value
 
 
-@click.command(epilog=_EPILOG)
+@click.command(
+    epilog=_EPILOG, short_help="Predict DataParallel/DDP launch failures and unhealthy GPUs."
+)
 @snapshot_option
 @visible_options
 @click.option(

@@ -37,21 +37,34 @@ def json_option(func: F) -> F:
     )(func)
 
 
-def visible_options(func: F) -> F:
-    """``--visible SPEC`` and ``--order ORDER``: evaluate a CUDA_VISIBLE_DEVICES value."""
+def _visible_pair(func: F, *, spec_help: str, order_help: str) -> F:
     func = click.option(
         "--order",
         metavar="ORDER",
         type=click.Choice(ORDER_CHOICES, case_sensitive=True),
         default=None,
-        help="Evaluate as if CUDA_DEVICE_ORDER=ORDER (PCI_BUS_ID = nvidia-smi "
-        "order; FASTEST_FIRST = CUDA's default).",
+        help=order_help,
     )(func)
-    func = click.option(
-        "--visible",
-        metavar="SPEC",
-        default=None,
-        help="Evaluate as if CUDA_VISIBLE_DEVICES=SPEC, e.g. '1,2', "
+    return click.option("--visible", metavar="SPEC", default=None, help=spec_help)(func)
+
+
+def visible_options(func: F) -> F:
+    """``--visible SPEC`` and ``--order ORDER``: evaluate a CUDA_VISIBLE_DEVICES value."""
+    return _visible_pair(
+        func,
+        spec_help="Evaluate as if CUDA_VISIBLE_DEVICES=SPEC, e.g. '1,2', "
         "'GPU-9e8d', 'MIG-…'. Use --visible '' for 'no GPU visible'.",
-    )(func)
-    return func
+        order_help="Evaluate as if CUDA_DEVICE_ORDER=ORDER (PCI_BUS_ID = nvidia-smi "
+        "order; FASTEST_FIRST = CUDA's default).",
+    )
+
+
+def child_visible_options(func: F) -> F:
+    """``--visible``/``--order`` for commands that start children with those values."""
+    return _visible_pair(
+        func,
+        spec_help="Run the children with CUDA_VISIBLE_DEVICES=SPEC (this process "
+        "never sets it), e.g. '1,2', 'GPU-9e8d', 'MIG-…'.",
+        order_help="Run the children with CUDA_DEVICE_ORDER=ORDER (PCI_BUS_ID = "
+        "nvidia-smi order; FASTEST_FIRST = CUDA's default).",
+    )

@@ -10,7 +10,7 @@ from typing import Literal
 import click
 
 from gpudiag.cli.exitcodes import FAILED, OK, TIMEOUT
-from gpudiag.cli.options import json_option, visible_options
+from gpudiag.cli.options import child_visible_options, json_option
 from gpudiag.errors import GpudiagInputError
 from gpudiag.parsing import parse_int_list
 
@@ -47,14 +47,16 @@ Exit codes: 0 all passed; 1 a probe failed; 2 bad input; 3 a probe timed
 out or hung. See docs/probes.md."""
 
 
-@click.command("probe", epilog=_EPILOG)
+@click.command(
+    "probe", epilog=_EPILOG, short_help="Run short training probes that verify the numbers."
+)
 @click.argument(
     "which",
     type=click.Choice(["single", "dp", "ddp", "amp", "all"]),
     default="all",
     metavar="[single|dp|ddp|amp|all]",
 )
-@visible_options
+@child_visible_options
 @click.option(
     "--device-ids",
     "device_ids_text",
