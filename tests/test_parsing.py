@@ -7,7 +7,6 @@ from click.testing import CliRunner
 
 from gpudiag.cli import main
 from gpudiag.core.dataparallel import parse_module_device
-from gpudiag.core.visibility import c_strtoul
 from gpudiag.errors import GpudiagInputError
 from gpudiag.parsing import parse_int, parse_int_list
 
@@ -64,24 +63,6 @@ def test_module_device_spellings_torch_accepts(text: str, parsed: tuple[str, int
 def test_module_device_spellings_torch_rejects(text: str) -> None:
     with pytest.raises(GpudiagInputError, match=r"is not cpu, cuda, cuda:K or K"):
         parse_module_device(text)
-
-
-@pytest.mark.parametrize(
-    ("text", "value"),
-    [
-        ("1gpu2", 1),
-        ("0x1", 0),
-        ("+3", 3),
-        ("-0", 0),
-        ("007", 7),
-        ("0-2", 0),
-        ("gpu", None),
-        (HUGE, 2**64 - 1),
-        ("-" + HUGE, -(2**64 - 1)),
-    ],
-)
-def test_c_strtoul_saturates_like_c(text: str, value: int | None) -> None:
-    assert c_strtoul(text) == value
 
 
 @pytest.mark.parametrize(

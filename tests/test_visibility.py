@@ -450,6 +450,9 @@ def test_unset_has_no_explanations() -> None:
         ("+", None),
         ("+-1", None),
         ("٣", None),  # only ASCII digits, as C in the "C" locale
+        # strtoul saturates at ULONG_MAX; int() would refuse over 4300 digits.
+        ("9" * 5000, 2**64 - 1),
+        ("-" + "9" * 5000, -(2**64 - 1)),
     ],
 )
 def test_c_strtoul(text: str, value: int | None) -> None:
