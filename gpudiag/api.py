@@ -156,8 +156,8 @@ def guard(
     ``CUDA_VISIBLE_DEVICES`` was changed afterwards. gpudiag cannot read the
     value CUDA saw at initialisation; the heuristic: torch's in-process device
     UUIDs are compared with the devices the current value selects; when they
-    differ, the value at ``gpudiag.api`` import time (:data:`CVD_AT_IMPORT`) is
-    named as the old value.
+    differ, the value when ``gpudiag`` was first imported (:data:`CVD_AT_IMPORT`)
+    is named as the old value.
 
     Returns:
         The report, when it has no errors (and no warnings under ``strict``).

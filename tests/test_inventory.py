@@ -204,3 +204,11 @@ def test_codes_are_all_declared() -> None:
 def test_no_gpus_with_working_nvml() -> None:
     snap = replace(load_fixture("a100x8"), gpus=(), gputil=(), torch=TorchInfo(device_count=0))
     assert ("INV-NO-GPUS", "warning") in _codes(snap)
+
+
+def test_a_reason_ending_in_a_period_is_not_doubled() -> None:
+    snap = load_fixture("a100x8")
+    reason = "torch could not initialise CUDA: CUDA initialization: driver too old."
+    sources = {**snap.sources, "torch": SourceStatus("error", reason)}
+    (finding,) = inventory_findings(replace(snap, sources=sources, torch=None))
+    assert finding.message == f"torch failed: {reason}"

@@ -89,7 +89,7 @@ def _choice(name: str, text: str | None, choices: tuple[str, ...]) -> str | None
     "--module-device",
     metavar="DEV",
     default=None,
-    help="Where the model's parameters are at the first forward: cpu, cuda, cuda:K. "
+    help="Where the model's parameters are at the first forward: cpu, cuda, cuda:K or K. "
     "Default: the current device (where .cuda() puts them).",
 )
 @click.option("--batch-size", metavar="N", default=None, help="Batch size of one forward.")

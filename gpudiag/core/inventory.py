@@ -147,10 +147,12 @@ def inventory_findings(snapshot: Snapshot, resolution: Resolution | None = None)
 
 
 def _status(snapshot: Snapshot, name: str) -> tuple[str, str]:
+    """(status, reason) of a source; the reason without a final period, since
+    the messages quoting it end their own sentence."""
     src = snapshot.sources.get(name)
     if src is None:
         return "unknown", "not recorded"
-    return src.status, src.reason or ""
+    return src.status, (src.reason or "").rstrip(" .")
 
 
 def _source_findings(snapshot: Snapshot) -> list[Finding]:
