@@ -133,3 +133,12 @@ def test_real_pynvml_on_this_machine_reports_no_driver() -> None:
     assert result.status.reason is not None
     assert result.status.reason.startswith("NVML library not found")
     assert result.gpus == ()
+
+
+def test_health_reads_the_throttle_names_the_backend_writes() -> None:
+    # The snapshot carries nvidia-smi's names; health matches on them.
+    from gpudiag.backends.nvml import CLOCK_EVENT_REASONS
+    from gpudiag.core import health
+
+    written = {name for _, name in CLOCK_EVENT_REASONS}
+    assert set(health._SLOWDOWN_REASONS) | {health._POWER_CAP} <= written
