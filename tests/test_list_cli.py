@@ -202,6 +202,7 @@ print("HEAVY=" + ",".join(heavy))
         ["list", "--snapshot", "{F}"],
         ["list", "--snapshot", "{F}", "--visible", "1,2", "--json"],
         ["check", "--snapshot", "{F}", "--visible", "1,2", "--device-ids", "0,1"],
+        ["check", "--snapshot", "{F}", "--device-ids", "all", "--amp", "bf16", "--json"],
     ],
 )
 def test_help_and_snapshot_commands_import_no_torch(args: list[str]) -> None:
