@@ -44,6 +44,14 @@ def live_driver_asker(snapshot: Snapshot) -> DriverAsker | None:
         from gpudiag.backends.cudadrv import driver_enumeration
 
         found = driver_enumeration(spec, order)
-        return found.uuids if found.ok else None
+        if found.ok:
+            return found.uuids
+        # cuInit refusing the environment is the driver's answer: no device.
+        failed = found.error or ""
+        if failed.startswith("cuInit failed: CUDA_ERROR_") and any(
+            name in failed for name in ("CUDA_ERROR_NO_DEVICE", "CUDA_ERROR_INVALID_DEVICE")
+        ):
+            return ()
+        return None
 
     return ask

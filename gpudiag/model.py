@@ -166,6 +166,9 @@ class Finding:
         fix: what to do about it, or None when there is nothing to do.
         predicts: the PyTorch/CUDA/NCCL error text this foresees, or None.
         subject: what the finding is about (a GPU UUID, an env var...), or None.
+        predicts_also: other texts of the same failure: what other torch versions
+            print (``torch < 2.8: …``), or what a script that takes another path
+            hits first. ``predicts`` is the snapshot's torch version's text.
     """
 
     code: str
@@ -174,6 +177,7 @@ class Finding:
     fix: str | None = None
     predicts: str | None = None
     subject: str | None = None
+    predicts_also: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, object]:
         """The finding as a JSON object (``docs/findings.md``)."""
@@ -183,6 +187,7 @@ class Finding:
             "message": self.message,
             "fix": self.fix,
             "predicts": self.predicts,
+            "predicts_also": list(self.predicts_also),
             "subject": self.subject,
         }
 
@@ -264,6 +269,9 @@ class Resolution:
         findings: pitfalls found while resolving.
         method: ``rules`` (CUDA's documented rules) or ``driver`` (asked libcuda).
         certain: False when the mapping depends on an order gpudiag could not know.
+        cuinit_error: the error ``cuInit`` returns in a process with this
+            environment (``CUDA_ERROR_NO_DEVICE``, ``CUDA_ERROR_INVALID_DEVICE``),
+            or None when it succeeds; every CUDA call then fails.
     """
 
     spec: str | None
@@ -273,3 +281,4 @@ class Resolution:
     findings: tuple[Finding, ...] = ()
     method: Literal["rules", "driver"] = "rules"
     certain: bool = True
+    cuinit_error: str | None = None

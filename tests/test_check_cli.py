@@ -174,6 +174,7 @@ def test_json_shape() -> None:
             "fix": "under CUDA_VISIBLE_DEVICES=1,2, physical GPUs 1 and 2 are cuda:0 and "
             "cuda:1: use device_ids=[0,1].",
             "predicts": "AssertionError: Invalid device id",
+            "predicts_also": [],
             "subject": None,
         }
     ]

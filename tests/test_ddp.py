@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -247,9 +248,27 @@ def test_predicted_texts() -> None:
     )
     out = run("no_driver", None, {}, backend="nccl")
     assert out[0].predicts == "RuntimeError: Distributed package doesn't have NCCL built in"
+    # Recorded on torch 2.11: set_device(local_rank) fails first, before NCCL's text.
     out = run("a100x8", "", {}, backend="nccl")
-    assert out[0].predicts == (
-        "ValueError: ProcessGroupNCCL is only supported with GPUs, no GPUs found!"
+    assert out[0].predicts == "RuntimeError: No CUDA GPUs are available"
+    assert out[0].predicts_also == (
+        "init_process_group first: "
+        "ValueError: ProcessGroupNCCL is only supported with GPUs, no GPUs found!",
+    )
+
+
+def test_invalid_ordinal_text_follows_the_torch_version() -> None:
+    # torch >= 2.8 raises torch.AcceleratorError (pytorch#152023), recorded on 2.11.
+    snapshot = replace(
+        load_fixture("a100x8"),
+        torch=replace(load_fixture("a100x8").torch, version="2.11.0+cu130"),  # type: ignore[arg-type]
+    )
+    resolution = resolve_visible("0", None, snapshot)
+    out = validate_ddp(resolution, snapshot, env={}, nproc_per_node=2, backend="nccl")
+    assert out[0].code == "DDP-TOO-MANY-RANKS"
+    assert out[0].predicts == "torch.AcceleratorError: CUDA error: invalid device ordinal"
+    assert out[0].predicts_also == (
+        "torch < 2.8: RuntimeError: CUDA error: invalid device ordinal",
     )
 
 

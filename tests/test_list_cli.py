@@ -75,7 +75,7 @@ def test_list_json_document() -> None:
     codes = {f["code"] for f in doc["findings"]}
     assert "VIS-ORDER-MIXED" in codes
     assert all(
-        set(f) == {"code", "severity", "message", "fix", "predicts", "subject"}
+        set(f) == {"code", "severity", "message", "fix", "predicts", "predicts_also", "subject"}
         for f in doc["findings"]
     )
 

@@ -118,6 +118,7 @@ def test_resolution_to_json() -> None:
         "order": "FASTEST_FIRST",
         "method": "rules",
         "certain": True,
+        "cuinit_error": None,
         "explanations": [
             {
                 "position": 1,
@@ -135,7 +136,8 @@ def test_resolution_to_json() -> None:
                 "position": 3,
                 "entry": "-1",
                 "outcome": "stop",
-                "text": '"-1" → negative: the list ends here; later entries are ignored',
+                "text": '"-1" → negative (CUDA reads it as 4294967295: no such device): '
+                "the list ends here; later entries are ignored",
             },
             {
                 "position": 4,
@@ -153,6 +155,7 @@ def test_resolution_to_json_unset_mig() -> None:
         "order": "FASTEST_FIRST",
         "method": "rules",
         "certain": False,
+        "cuinit_error": None,
         "explanations": [],
     }
 

@@ -14,13 +14,16 @@ from pathlib import Path
 import pytest
 
 from gpudiag.core import visibility
+from gpudiag.core.torch_texts import torch_version_tuple
 from gpudiag.core.visibility import (
     CODES,
     apply_driver_mapping,
     c_strtoul,
+    cuda_index,
     cvd_changed_after_init,
     resolve_visible,
     slurm_findings,
+    uuid_hex,
 )
 from gpudiag.model import Gpu, MigDevice, Resolution, Snapshot
 
@@ -117,18 +120,28 @@ CASES: list[tuple[str, str | None, str | None, list[str], str, set[str], bool]] 
     ("a100x8", "GPU-9dfb369b-ab13-dfae-6276-55daa05f1119", None, ["2"], "v",
      {"VIS-INDEX-MISMATCH"}, True),
     ("a100x8", "GPU-", None, [], "s", {"VIS-TRUNCATED", "VIS-NO-DEVICES"}, True),
-    ("single", "GPU-", None, ["0"], "v", set(), True),
+    # "GPU-" with no hex digit selects nothing, even on a one-GPU machine, while
+    # torch counts it (recorded on driver 580 / torch 2.11).
+    ("single", "GPU-", None, [], "s", {"VIS-TRUNCATED", "VIS-NO-DEVICES", "VIS-TORCH-COUNT"}, True),
     ("prefix3", "GPU-aa1", None, [], "s", {"VIS-TRUNCATED", "VIS-NO-DEVICES"}, True),
     ("prefix3", "GPU-aa12", None, ["1"], "v", {"VIS-INDEX-MISMATCH"}, True),
     ("prefix3", "GPU-ab,GPU-aa11", None, ["2", "0"], "vv", {"VIS-INDEX-MISMATCH"}, True),
     ("a100x8", "GPU-ffff", None, [], "s", {"VIS-TRUNCATED", "VIS-NO-DEVICES"}, True),
-    ("a100x8", "GPU-9942190A", None, [], "s",
-     {"VIS-TRUNCATED", "VIS-UUID-CASE", "VIS-NO-DEVICES"}, True),
+    # The hex matches case-insensitively for CUDA, not for torch (recorded).
+    ("a100x8", "GPU-9942190A", None, ["0"], "v", {"VIS-TORCH-COUNT"}, True),
+    ("a100x8", "GPU-9942190a-aa31", None, ["0"], "v", set(), True),
+    ("a100x8", "GPU-9942190aaa31", None, ["0"], "v", {"VIS-TORCH-COUNT"}, True),
+    ("a100x8", "GPU-9942190a--", None, ["0"], "v", {"VIS-TORCH-COUNT"}, True),
+    ("a100x8", "GPU-9942190a:0", None, [], "s", {"VIS-TRUNCATED", "VIS-NO-DEVICES"}, True),
+    ("a100x8", "4294967297", None, ["1"], "v", {"VIS-INDEX-MISMATCH", "VIS-TORCH-COUNT"}, True),
     ("a100x8", "gpu-9942190a", None, [], "s", {"VIS-UUID-CASE", "VIS-NO-DEVICES"}, True),
-    ("a100x8", "GPU-9942190a, GPU-3ceaaf30", None, ["0", "1"], "vv",
-     {"VIS-UUID-SPACE", "VIS-TORCH-COUNT"}, True),
-    ("a100x8", " GPU-3ceaaf30", None, ["1"], "v",
-     {"VIS-UUID-SPACE", "VIS-TORCH-COUNT", "VIS-INDEX-MISMATCH"}, True),
+    # White space around a UUID: the entry selects nothing (recorded).
+    ("a100x8", "GPU-9942190a, GPU-3ceaaf30", None, ["0"], "vs",
+     {"VIS-UUID-SPACE", "VIS-TRUNCATED"}, True),
+    ("a100x8", " GPU-3ceaaf30", None, [], "s",
+     {"VIS-UUID-SPACE", "VIS-TRUNCATED", "VIS-NO-DEVICES"}, True),
+    ("a100x8", "GPU-3ceaaf30 ", None, [], "s",
+     {"VIS-UUID-SPACE", "VIS-TRUNCATED", "VIS-NO-DEVICES"}, True),
     # --- kind mixing ends the list
     ("a100x8", "0,GPU-9942190a", None, ["0"], "vs", {"VIS-TRUNCATED"}, True),
     ("a100x8", "GPU-3ceaaf30,0", None, ["1"], "vs", {"VIS-TRUNCATED", "VIS-INDEX-MISMATCH"}, True),
@@ -152,9 +165,9 @@ CASES: list[tuple[str, str | None, str | None, list[str], str, set[str], bool]] 
     ("mixed4", "2,3", None, ["0", "2"], "vv",
      {"VIS-ORDER-MIXED", "VIS-INDEX-MISMATCH", "VIS-TORCH-NVML-ORDER"}, True),
     ("mixed4", "GPU-78b7d0ac", None, ["0"], "v", set(), True),
-    ("mixed4", "0", "pci_bus_id", ["1"], "v",
-     {"VIS-ORDER-INVALID", "VIS-ORDER-MIXED", "VIS-INDEX-MISMATCH", "VIS-TORCH-NVML-ORDER"},
-     True),
+    # Any other CUDA_DEVICE_ORDER makes cuInit fail: no device (recorded).
+    ("mixed4", "0", "pci_bus_id", [], "i", {"VIS-ORDER-INVALID", "VIS-TORCH-COUNT"}, True),
+    ("mixed4", "", " PCI_BUS_ID", [], "s", {"VIS-ORDER-INVALID"}, True),
     ("mixed4_no_order", "0", None, ["0"], "v", {"VIS-ORDER-UNCERTAIN"}, False),
     ("mixed4_no_order", None, None, ["0", "1", "2", "3"], "", {"VIS-ORDER-UNCERTAIN"}, False),
     ("mixed4_no_order", "0", "PCI_BUS_ID", ["0"], "v", set(), True),
@@ -257,7 +270,8 @@ def test_rules(
             [
                 '"0" → integer 0 → GPU 0 (nvidia-smi index 0) → cuda:0',
                 '"2" → integer 2 → GPU 2 (nvidia-smi index 2) → cuda:1',
-                '"-1" → negative: the list ends here; later entries are ignored',
+                '"-1" → negative (CUDA reads it as 4294967295: no such device): the list ends here; '
+                "later entries are ignored",
                 '"1" → ignored: the list ended at entry 3',
             ],
         ),
@@ -292,8 +306,9 @@ def test_rules(
             "GPU-",
             None,
             [
-                '"GPU-" → ambiguous (prefix of 8 GPU UUIDs): the list ends here; later '
-                "entries are ignored"
+                '"GPU-" → not a UUID CUDA can read (after GPU-/MIG- it accepts only hex '
+                "digits and dashes up to the 32nd digit, no spaces): the list ends here; "
+                "later entries are ignored"
             ],
         ),
         ("a100x8", "", None, ['"" → empty value: no device']),
@@ -353,8 +368,9 @@ def test_truncated_names_the_entry() -> None:
     resolution = resolve_visible("0,2,-1,1", None, A100X8)
     (finding,) = [f for f in resolution.findings if f.code == "VIS-TRUNCATED"]
     assert finding.message == (
-        'CUDA_VISIBLE_DEVICES="0,2,-1,1": entry 3 ("-1") is invalid (negative), so the '
-        "list ends before it; the 1 later entry is ignored."
+        'CUDA_VISIBLE_DEVICES="0,2,-1,1": entry 3 ("-1") is invalid (negative (CUDA reads '
+        "it as 4294967295: no such device)), so the list ends before it; the 1 later entry "
+        "is ignored."
     )
     assert finding.severity == "warning"
 
@@ -364,8 +380,13 @@ def test_duplicate_finding() -> None:
     (finding,) = resolution.findings
     assert finding.code == "VIS-DUPLICATE"
     assert finding.severity == "error"
-    assert finding.predicts == "RuntimeError: No CUDA GPUs are available"
+    # cuInit fails with CUDA_ERROR_INVALID_DEVICE (recorded on driver 580), which
+    # torch reports as an unexpected cudaGetDeviceCount error at initialisation.
+    assert finding.predicts is not None
+    assert finding.predicts.startswith("RuntimeError: Unexpected error from cudaGetDeviceCount()")
+    assert finding.predicts.endswith("Error 101: invalid device ordinal")
     assert 'entry 2 ("0") selects the same device as entry 1' in finding.message
+    assert resolution.cuinit_error == "CUDA_ERROR_INVALID_DEVICE"
 
 
 def test_torch_raises_finding_predicts_the_error() -> None:
@@ -376,22 +397,43 @@ def test_torch_raises_finding_predicts_the_error() -> None:
     assert finding.severity == "error"
 
 
-def test_torch_count_predicts_internal_assert_when_torch_sees_more() -> None:
+def test_torch_count_above_cuda_predicts_both_texts() -> None:
+    # torch counts NVML's 2 devices, CUDA enumerates 1 MIG device: DataParallel's
+    # get_device_properties(1) hits ATen's assert, set_device(1) a CUDA error.
     (finding,) = [
         f for f in resolve_visible(None, None, MIG).findings if f.code == "VIS-TORCH-COUNT"
     ]
-    assert "returns 2 before CUDA is initialised" in finding.message
+    assert "returns 2 (torch reads the value itself" in finding.message
     assert "CUDA exposes 1" in finding.message
-    assert finding.predicts is not None and "INTERNAL ASSERT FAILED" in finding.predicts
+    assert finding.predicts == (
+        "RuntimeError: device >= 0 && device < num_gpus INTERNAL ASSERT FAILED"
+    )
+    version = MIG.torch.version if MIG.torch is not None else None
+    modern = version is None or (torch_version_tuple(version) or (0, 0)) >= (2, 8)
+    cls = "torch.AcceleratorError" if modern else "RuntimeError"
+    assert finding.predicts_also[0] == (
+        f"torch.cuda.set_device(1): {cls}: CUDA error: invalid device ordinal"
+    )
 
 
-def test_uuid_case_hint_names_the_match() -> None:
+def test_torch_count_zero_while_cuda_sees_the_gpu_is_an_error() -> None:
+    # Recorded on torch 2.11 / driver 580: upper-case hex selects the GPU for CUDA,
+    # torch.cuda.device_count() returns 0.
+    resolution = resolve_visible("GPU-9942190A", None, A100X8)
+    (finding,) = [f for f in resolution.findings if f.code == "VIS-TORCH-COUNT"]
+    assert finding.severity == "error"
+    assert "returns 0" in finding.message and "CUDA exposes 1" in finding.message
+    assert [d.nvml_index for d in resolution.devices] == [0]
+
+
+def test_uuid_case_prefix_is_case_sensitive() -> None:
     (finding,) = [
         f
-        for f in resolve_visible("GPU-9942190A", None, A100X8).findings
+        for f in resolve_visible("gpu-9942190a", None, A100X8).findings
         if f.code == "VIS-UUID-CASE"
     ]
-    assert 'written as "GPU-9942190a" it would match GPU-9942190a…' in finding.message
+    assert "'GPU-' and 'MIG-'" in finding.message
+    assert finding.fix == 'Write it as nvidia-smi -L prints it: "GPU-9942190a".'
 
 
 def test_uuid_space_fix_shows_the_clean_value() -> None:
@@ -443,7 +485,9 @@ def test_unset_has_no_explanations() -> None:
         ("007", 7),
         ("0-2", 0),
         (" 4", 4),
-        ("-2", -2),
+        ("-2", 2**64 - 2),  # unsigned arithmetic, as C
+        ("-18446744073709551615", 1),
+        ("18446744073709551616", 2**64 - 1),
         ("", None),
         ("abc", None),
         ("-", None),
@@ -452,11 +496,49 @@ def test_unset_has_no_explanations() -> None:
         ("٣", None),  # only ASCII digits, as C in the "C" locale
         # strtoul saturates at ULONG_MAX; int() would refuse over 4300 digits.
         ("9" * 5000, 2**64 - 1),
-        ("-" + "9" * 5000, -(2**64 - 1)),
+        ("-" + "9" * 5000, 2**64 - 1),  # ERANGE: ULONG_MAX whatever the sign
     ],
 )
 def test_c_strtoul(text: str, value: int | None) -> None:
     assert c_strtoul(text) == value
+
+
+@pytest.mark.parametrize(
+    ("text", "index"),
+    [
+        # Recorded on driver 580 (tests/truth/h100-driver-580.json).
+        ("4294967296", 0),
+        ("8589934592", 0),
+        ("-4294967296", 0),
+        ("4294967297", 1),
+        ("2147483648", 2147483648),
+        ("18446744073709551616", 2**32 - 1),
+        ("-1", 2**32 - 1),
+        ("0.5", 0),
+        ("", None),
+    ],
+)
+def test_cuda_index_keeps_the_low_32_bits(text: str, index: int | None) -> None:
+    assert cuda_index(text) == index
+
+
+@pytest.mark.parametrize(
+    ("body", "digits"),
+    [
+        ("300C76EF", "300c76ef"),
+        ("300c-76ef", "300c76ef"),
+        ("300c76ef--", "300c76ef"),
+        ("300c76ef-ae2f-3ead-5bb1-9379b683f3fbX", "300c76efae2f3ead5bb19379b683f3fb"),
+        ("300c76ef-ae2f-3ead-5bb1-9379b683f3fb0", "300c76efae2f3ead5bb19379b683f3fb"),
+        ("300c76ef ", None),
+        ("300c76eg", None),
+        ("300c:76ef", None),
+        ("", None),
+        ("-", None),
+    ],
+)
+def test_uuid_hex_reads_like_the_driver(body: str, digits: str | None) -> None:
+    assert uuid_hex(body) == digits
 
 
 def test_codes_are_well_formed() -> None:

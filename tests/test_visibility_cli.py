@@ -34,8 +34,9 @@ CASES: list[tuple[str, str, str | None, list[tuple[int, str | None]], set[str]]]
     ("a100x8", "GPU-9dfb", None, [(2, None)], set()),
     ("a100x8", "GPU-9dfb,GPU-9dfb369b", None, [], {"VIS-DUPLICATE"}),
     ("a100x8", "GPU-", None, [], {"VIS-TRUNCATED"}),
-    ("a100x8", "GPU-9942190A", None, [], {"VIS-UUID-CASE"}),
-    ("a100x8", "GPU-9942190a, GPU-3ceaaf30", None, [(0, None), (1, None)], {"VIS-UUID-SPACE"}),
+    ("a100x8", "GPU-9942190A", None, [(0, None)], {"VIS-TORCH-COUNT"}),
+    ("a100x8", "gpu-9942190a", None, [], {"VIS-UUID-CASE"}),
+    ("a100x8", "GPU-9942190a, GPU-3ceaaf30", None, [(0, None)], {"VIS-UUID-SPACE"}),
     ("a100x8", "-", None, [], {"VIS-TORCH-RAISES"}),
     ("a100x8", "0,+", None, [(0, None)], {"VIS-TORCH-RAISES"}),
     ("mixed4", "0", None, [(1, None)], {"VIS-ORDER-MIXED", "VIS-TORCH-NVML-ORDER"}),
@@ -119,7 +120,9 @@ def test_list_json(
             "a100x8",
             "0,2,-1,1",
             None,
-            ['  3. "-1" → negative: the list ends here; later entries are ignored'],
+            [
+                '  3. "-1" → negative (CUDA reads it as 4294967295: no such device): the list ends here; later entries are ignored'
+            ],
         ),
         (
             "a100_mig",

@@ -101,6 +101,7 @@ class Report:
             "cuda_visible_devices": self.resolution.spec,
             "cuda_device_order": self.resolution.order,
             "certain": self.resolution.certain,
+            "cuinit_error": self.resolution.cuinit_error,
             "visible": visible,
             "checks": list(self.checks),
             "counts": {s: self.count(s) for s in SEVERITIES},

@@ -18,6 +18,15 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gpudiag.core.torch_texts import (
+    INVALID_ORDINAL_MESSAGE,
+    NO_CUDA_GPUS,
+    PROPERTIES_ASSERT,
+    cuda_error,
+    cuda_error_also,
+    cuinit_failure_text,
+)
+from gpudiag.core.visibility import torch_view
 from gpudiag.errors import GpudiagInputError
 from gpudiag.model import Finding, Gpu, Resolution, Snapshot, VisibleDevice, uuid_key
 from gpudiag.parsing import is_int_text, show_value
@@ -46,8 +55,8 @@ CODES: dict[str, str] = {
 INVALID_DEVICE_ID = "AssertionError: Invalid device id"
 NEGATIVE_INDEX = "RuntimeError: Device index must not be negative"
 EMPTY_IDS = "IndexError: list index out of range"
-INVALID_ORDINAL = "RuntimeError: CUDA error: invalid device ordinal"
-NO_CUDA_GPUS = "RuntimeError: No CUDA GPUs are available"
+#: torch < 2.8's text; :func:`invalid_ordinal_for` gives the snapshot's version's.
+INVALID_ORDINAL = "RuntimeError: " + INVALID_ORDINAL_MESSAGE
 NOT_COMPILED = "AssertionError: Torch not compiled with CUDA enabled"
 NO_DRIVER = "RuntimeError: Found no NVIDIA driver on your system."
 CPU_OUTPUT_WARNING = (
@@ -234,13 +243,44 @@ def parse_module_device(text: str | None) -> tuple[str, int | None] | None:
     )
 
 
-def no_gpu_text(snapshot: Snapshot) -> str:
+def no_gpu_text(snapshot: Snapshot, cuinit_error: str | None = None) -> str:
     """What the first CUDA call raises on a machine where no GPU is visible."""
     if snapshot.torch is not None and snapshot.torch.cpu_only:
         return NOT_COMPILED
     if snapshot.driver_version is None and not snapshot.gpus:
         return NO_DRIVER
-    return NO_CUDA_GPUS
+    return cuinit_failure_text(cuinit_error) if cuinit_error else NO_CUDA_GPUS
+
+
+def _torch_version(snapshot: Snapshot) -> str | None:
+    return snapshot.torch.version if snapshot.torch is not None else None
+
+
+def torch_count_for(resolution: Resolution, snapshot: Snapshot | None) -> int:
+    """``torch.cuda.device_count()`` for the job: torch's NVML reading, else CUDA's.
+
+    ``device_count()`` counts with NVML and torch's own parser, also after CUDA
+    initialised (torch/cuda/__init__.py, 2.x), so it can be below what CUDA
+    exposes (recorded on torch 2.11: 0 for an upper-case UUID the driver accepts).
+    DataParallel's default ``device_ids`` and ``get_device_properties``'s bounds
+    assert use it; ``set_device`` and ``.to('cuda:K')`` use CUDA's count. With
+    no snapshot, CUDA's count.
+    """
+    if snapshot is None:
+        return len(resolution.devices)
+    view = torch_view(resolution.spec, snapshot)
+    if view.raises is not None or view.count is None:
+        return len(resolution.devices)
+    return view.count
+
+
+def invalid_ordinal_for(snapshot: Snapshot) -> tuple[str, tuple[str, ...]]:
+    """The invalid-device-ordinal text of the snapshot's torch, and the other versions'."""
+    version = _torch_version(snapshot)
+    return (
+        cuda_error(version, INVALID_ORDINAL_MESSAGE),
+        cuda_error_also(version, INVALID_ORDINAL_MESSAGE),
+    )
 
 
 def _suggest_ids(ids: Sequence[int], resolution: Resolution) -> list[int] | None:
@@ -269,9 +309,10 @@ def _find(
     fix: str | None,
     predicts: str | None,
     subject: str | None = None,
+    also: tuple[str, ...] = (),
 ) -> Finding:
     assert code in CODES, code  # every emitted code must be documented
-    return Finding(code, severity, message, fix, predicts, subject)  # type: ignore[arg-type]
+    return Finding(code, severity, message, fix, predicts, subject, also)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------- the validator
@@ -331,10 +372,13 @@ def validate_dataparallel(
         current = set_device
 
     if n == 0:
+        # module None is model.cuda(): it initialises CUDA and raises (recorded by the
+        # DataParallel harness on torch 2.11 under CUDA_VISIBLE_DEVICES='').
         wants_gpu = (
             device_ids is not None
             or (set_device is not None and set_device >= 0)
-            or (module is not None and module[0] == "cuda")
+            or module is None
+            or module[0] == "cuda"
         )
         cuda_call = (
             (set_device is not None and set_device >= 0) or module is None or (module[0] == "cuda")
@@ -350,7 +394,7 @@ def validate_dataparallel(
                     + ". DataParallel would ignore device_ids and run on the CPU.",
                     "Make GPUs visible (unset CUDA_VISIBLE_DEVICES or list the GPUs to use; "
                     "check the job's GPU request), or run on the CPU on purpose.",
-                    no_gpu_text(snapshot) if cuda_call else None,
+                    no_gpu_text(snapshot, resolution.cuinit_error) if cuda_call else None,
                 )
             )
         else:
@@ -366,6 +410,7 @@ def validate_dataparallel(
             )
         return out
 
+    ordinal_text, ordinal_also = invalid_ordinal_for(snapshot)
     if set_device is not None and set_device >= n:
         out.append(
             _find(
@@ -375,7 +420,8 @@ def validate_dataparallel(
                 f"device(s) are visible {where}: {describe_devices(devices, snapshot)}.",
                 f"{where}, {mapping_phrase(devices)}: call torch.cuda.set_device with "
                 f"0..{n - 1}" + _physical_hint([set_device], resolution),
-                INVALID_ORDINAL,
+                ordinal_text,
+                also=ordinal_also,
             )
         )
         return out
@@ -394,13 +440,31 @@ def validate_dataparallel(
                 f"visible {where}: {describe_devices(devices, snapshot)}.",
                 f"{where}, {mapping_phrase(devices)}: use model.to('cuda:K') with K in 0..{n - 1}"
                 + _physical_hint([module_ordinal], resolution),
-                INVALID_ORDINAL,
+                ordinal_text,
+                also=ordinal_also,
             )
         )
         return out
 
-    # DataParallel.__init__ (torch/nn/parallel/data_parallel.py).
-    ids = list(device_ids) if device_ids is not None else list(range(n))
+    # DataParallel.__init__ (torch/nn/parallel/data_parallel.py). Its default ids and
+    # get_device_properties' bounds come from torch.cuda.device_count().
+    n_torch = torch_count_for(resolution, snapshot)
+    ids = list(device_ids) if device_ids is not None else list(range(n_torch))
+    if not ids and device_ids is None:
+        out.append(
+            _find(
+                "DP-EMPTY-DEVICE-IDS",
+                "error",
+                f"torch.cuda.device_count() is 0 {where} (torch reads CUDA_VISIBLE_DEVICES "
+                f"with its own parser), although CUDA exposes {n} device(s): "
+                f"{describe_devices(devices, snapshot)}. DataParallel's default device_ids "
+                "is then [] and DataParallel.__init__ raises IndexError reading device_ids[0].",
+                "Write CUDA_VISIBLE_DEVICES as nvidia-smi -L prints UUIDs (lower-case hex "
+                "with its dashes, nothing after) or as indices, so torch counts the GPUs too.",
+                EMPTY_IDS,
+            )
+        )
+        return out
     if not ids:
         out.append(
             _find(
@@ -427,7 +491,8 @@ def validate_dataparallel(
             )
         )
         return out
-    invalid = [i for i in ids if i < 0 or i >= n]
+    bound = min(n, n_torch)
+    invalid = [i for i in ids if i < 0 or i >= bound]
     if invalid:
         # _check_balance -> _get_devices_properties -> torch.cuda.get_device_properties,
         # which asserts 0 <= id < device_count().
@@ -443,8 +508,17 @@ def validate_dataparallel(
                 f"only {n} device(s) are visible {where}: {describe_devices(devices, snapshot)}. "
                 "DataParallel's ids are CUDA ordinals under CUDA_VISIBLE_DEVICES, not "
                 "nvidia-smi indices.",
-                f"{where}, {mapping_phrase(devices)}: use device_ids={ids_text(suggestion)}.",
-                INVALID_DEVICE_ID,
+                f"{where}, {mapping_phrase(devices)}: use device_ids={ids_text(suggestion)}."
+                + (
+                    f" torch.cuda.device_count() is only {n_torch} here (torch reads "
+                    "CUDA_VISIBLE_DEVICES with its own parser): write the value as nvidia-smi "
+                    "prints it so torch counts every GPU."
+                    if n_torch < n
+                    else ""
+                ),
+                INVALID_DEVICE_ID
+                if any(i < 0 or i >= n_torch for i in invalid)
+                else PROPERTIES_ASSERT,
             )
         )
         return out
@@ -549,9 +623,10 @@ def validate_dataparallel(
                     "gathers the outputs there.",
                     f"Use output_device={src} (device_ids[0], the default) or another id in "
                     f"0..{n - 1}.",
-                    INVALID_ORDINAL
+                    ordinal_text
                     if out_dev >= n
                     else f"RuntimeError: Device index must be -1 or non-negative, got {out_dev}",
+                    also=ordinal_also if out_dev >= n else (),
                 )
             )
             return out

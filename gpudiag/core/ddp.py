@@ -16,7 +16,11 @@ snapshot. Sources of the rules (torch 2.13 unless said otherwise):
   ``TORCHELASTIC_RUN_ID`` in every worker; all local workers inherit the same
   ``CUDA_VISIBLE_DEVICES``.
 * ``torch.cuda.set_device(local_rank)`` with ``local_rank`` >= the visible count
-  fails with ``CUDA error: invalid device ordinal``.
+  fails with ``CUDA error: invalid device ordinal``: ``torch.AcceleratorError``
+  since torch 2.8, recorded on torch 2.11 with 2 ranks on one H100.
+* nccl with no visible GPU: a script that calls ``torch.cuda.set_device(local_rank)``
+  first fails there with ``No CUDA GPUs are available`` (recorded on torch 2.11),
+  before ProcessGroupNCCL's own refusal.
 * NCCL (``init.cc``) refuses two ranks of one communicator on one GPU:
   ``Duplicate GPU detected : rank %d and rank %d both on CUDA device %lx``.
 * ``ProcessGroupNCCL`` (``ProcessGroupNCCL.cpp``) refuses a machine with no GPU.
@@ -28,11 +32,12 @@ import re
 from collections.abc import Mapping, Sequence
 
 from gpudiag.core.dataparallel import (
-    INVALID_ORDINAL,
     cvd_phrase,
     describe_device,
     describe_devices,
     gpu_by_nvml_index,
+    invalid_ordinal_for,
+    no_gpu_text,
 )
 from gpudiag.errors import GpudiagInputError
 from gpudiag.model import Finding, Resolution, Severity, Snapshot
@@ -435,6 +440,7 @@ def validate_ddp(
     devices = resolution.devices
     n = len(devices)
     where = cvd_phrase(resolution)
+    ordinal_text, ordinal_also = invalid_ordinal_for(snapshot)
     under_torchrun = "TORCHELASTIC_RUN_ID" in env or "LOCAL_WORLD_SIZE" in env
     under_srun = "SLURM_PROCID" in env or "SLURM_STEP_ID" in env
 
@@ -467,9 +473,12 @@ def validate_ddp(
             Finding(
                 "DDP-NCCL-NO-GPU",
                 "error",
-                f"Backend nccl needs GPUs, but none is visible ({where}).",
+                f"Backend nccl needs GPUs, but none is visible ({where}). A script that calls "
+                "torch.cuda.set_device(local_rank) first fails there; one that initialises "
+                "the process group first gets NCCL's refusal.",
                 "Use backend='gloo' for CPU training, or make GPUs visible to the job.",
-                NCCL_NOT_BUILT if cpu_only else NCCL_NO_GPU,
+                NCCL_NOT_BUILT if cpu_only else no_gpu_text(snapshot, resolution.cuinit_error),
+                predicts_also=() if cpu_only else (f"init_process_group first: {NCCL_NO_GPU}",),
             )
         )
 
@@ -486,7 +495,8 @@ def validate_ddp(
                 "refuses ('Duplicate GPU detected').",
                 f"Use --nproc-per-node {n} (one rank per visible GPU), or make {nproc} GPUs "
                 "visible.",
-                INVALID_ORDINAL,
+                ordinal_text,
+                predicts_also=ordinal_also,
             )
         )
 
@@ -558,8 +568,9 @@ def validate_ddp(
                 ),
                 "Use torch.cuda.set_device(local_rank % torch.cuda.device_count()) when each "
                 "task sees only its own GPUs, or run one rank per visible GPU.",
-                INVALID_ORDINAL,
+                ordinal_text,
                 subject=local_rank_var,
+                predicts_also=ordinal_also,
             )
         )
 

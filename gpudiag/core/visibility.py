@@ -20,6 +20,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal, NamedTuple
 
+from gpudiag.core.torch_texts import (
+    INVALID_ORDINAL_MESSAGE,
+    NO_CUDA_GPUS,
+    PROPERTIES_ASSERT,
+    cuda_error_also,
+    cuinit_failure_text,
+    invalid_ordinal,
+    unexpected_device_count,
+)
 from gpudiag.model import (
     EntryExplanation,
     Finding,
@@ -40,11 +49,11 @@ NO_DEV_FILES = "NoDevFiles"
 
 CODES: dict[str, str] = {
     "VIS-TRUNCATED": "An invalid CUDA_VISIBLE_DEVICES entry ends the list early",
-    "VIS-DUPLICATE": "A duplicate CUDA_VISIBLE_DEVICES entry hides every GPU",
+    "VIS-DUPLICATE": "A duplicate CUDA_VISIBLE_DEVICES entry: cuInit fails, no GPU is usable",
     "VIS-NO-DEVICES": "CUDA_VISIBLE_DEVICES exposes no GPU",
     "VIS-ENTRY-TRAILING": "An integer entry has trailing text that CUDA ignores",
-    "VIS-UUID-SPACE": "A space around a UUID entry: torch drops the rest of the list",
-    "VIS-UUID-CASE": "A UUID written in the wrong case matches no GPU",
+    "VIS-UUID-SPACE": "White space around a UUID entry: the entry selects nothing",
+    "VIS-UUID-CASE": "A lower-case 'gpu-'/'mig-' prefix: the entry selects nothing",
     "VIS-TORCH-RAISES": "torch.cuda.device_count() raises on this value",
     "VIS-TORCH-COUNT": "torch's device count before CUDA initialisation differs from CUDA's",
     "VIS-TORCH-NVML-ORDER": "torch's NVML-based queries would read a different GPU",
@@ -55,7 +64,7 @@ CODES: dict[str, str] = {
     "VIS-INDEX-MISMATCH": "CUDA device numbers differ from nvidia-smi's",
     "VIS-ORDER-MIXED": "Mixed GPU models without CUDA_DEVICE_ORDER=PCI_BUS_ID",
     "VIS-ORDER-UNCERTAIN": "CUDA's FASTEST_FIRST order is unknown on a mixed-model node",
-    "VIS-ORDER-INVALID": "CUDA_DEVICE_ORDER has a value CUDA does not recognise",
+    "VIS-ORDER-INVALID": "CUDA_DEVICE_ORDER has another value: cuInit fails, no GPU is usable",
     "VIS-SLURM-MISMATCH": "Slurm's GPU allocation differs from what CUDA_VISIBLE_DEVICES exposes",
     "VIS-CVD-CHANGED": "CUDA_VISIBLE_DEVICES changed after CUDA was initialised",
     "VIS-DRIVER-DISAGREES": "The CUDA driver's mapping differs from the rules' answer",
@@ -79,7 +88,6 @@ TORCH_NVML_FUNCTIONS = (
 # str.strip() also strips \x1c-\x1f and Unicode spaces, which C does not.
 _C_SPACE = " \t\n\v\f\r"
 _DIGITS = "0123456789"
-_NO_DEVICE_PREDICTS = "RuntimeError: No CUDA GPUs are available"
 
 EntryKind = Literal["integer", "uuid"]
 
@@ -99,20 +107,24 @@ _q = quote_value  # short name for the many messages below
 
 
 _ULONG_MAX = 2**64 - 1
+_UINT32_MASK = 2**32 - 1
+#: A UUID's hex digits: the driver stops reading an entry after the 32nd.
+_UUID_HEX_DIGITS = 32
+_HEX = "0123456789abcdefABCDEF"
 
 
 def c_strtoul(text: str) -> int | None:
-    """Read ``text`` the way CUDA reads an integer entry (C ``strtoul``, base 10).
+    """C ``strtoul(text, &end, 10)``: the ``unsigned long`` value, or None without a digit.
 
     Leading C white space is skipped, then an optional sign, then the leading
-    ASCII digits; anything after them is ignored. Returns None when there is no
-    digit; a minus sign gives a negative value (C would wrap it to a huge
-    unsigned value, which CUDA treats as invalid, like -1 in the docs' example).
+    ASCII digits; anything after them is ignored. A value past ``ULONG_MAX``
+    saturates to ``ULONG_MAX`` (ERANGE, whatever the sign); a minus sign negates
+    in unsigned arithmetic (``-1`` is ``ULONG_MAX``), as C specifies.
     """
     body = text.lstrip(_C_SPACE)
-    sign = 1
+    negative = False
     if body[:1] in ("+", "-"):
-        sign = -1 if body[0] == "-" else 1
+        negative = body[0] == "-"
         body = body[1:]
     end = 0
     while end < len(body) and body[end] in _DIGITS:
@@ -120,9 +132,45 @@ def c_strtoul(text: str) -> int | None:
     if end == 0:
         return None
     digits = body[:end].lstrip("0") or "0"
-    # strtoul saturates at ULONG_MAX (ERANGE); int() would refuse > 4300 digits.
-    value = _ULONG_MAX if len(digits) > 20 else min(int(digits), _ULONG_MAX)
-    return sign * value
+    # int() would refuse > 4300 digits; anything over 20 digits saturates anyway.
+    if len(digits) > 20 or int(digits) > _ULONG_MAX:
+        return _ULONG_MAX
+    value = int(digits)
+    return (-value) % (_ULONG_MAX + 1) if negative else value
+
+
+def cuda_index(text: str) -> int | None:
+    """The device index CUDA reads from an integer entry, or None without a digit.
+
+    The driver keeps the low 32 bits of strtoul's result (recorded on driver
+    580.159.04, ``tests/truth/h100-driver-580.json``: ``4294967296`` and
+    ``-4294967296`` select GPU 0, ``4294967297`` means 1, ``2147483648``,
+    ``2^64`` and ``-1`` select nothing).
+    """
+    value = c_strtoul(text)
+    return None if value is None else value & _UINT32_MASK
+
+
+def uuid_hex(body: str) -> str | None:
+    """The hex digits CUDA reads from a UUID entry after its ``GPU-``/``MIG-`` prefix.
+
+    Recorded on driver 580.159.04 (``tests/truth/h100-driver-580.json``): dashes
+    are skipped anywhere, hex digits match case-insensitively, reading stops
+    after the 32nd digit (the rest of the entry is ignored), and any other
+    character before that (white space, ``g``, ``:``, ``/``) makes the entry
+    select nothing. Returns the digits in lower case, or None for an invalid
+    entry or one without a digit.
+    """
+    digits: list[str] = []
+    for char in body:
+        if len(digits) == _UUID_HEX_DIGITS:
+            break
+        if char == "-":
+            continue
+        if char not in _HEX:
+            return None
+        digits.append(char.lower())
+    return "".join(digits) or None
 
 
 def _gpu_label(gpu: Gpu) -> str:
@@ -184,23 +232,31 @@ def _cuda_order_pool(snapshot: Snapshot, gpus: list[Gpu]) -> list[Gpu] | None:
     return ordered
 
 
+def order_is_valid(order: str | None) -> bool:
+    """Whether cuInit accepts this ``CUDA_DEVICE_ORDER`` (unset counts as valid)."""
+    return order is None or order in (PCI_BUS_ID, FASTEST_FIRST)
+
+
 def _resolve_order(order: str | None, snapshot: Snapshot) -> _Order:
     findings: list[Finding] = []
     if order == PCI_BUS_ID:
         name = PCI_BUS_ID
     else:
         name = FASTEST_FIRST
-        if order is not None and order != FASTEST_FIRST:
-            # The driver compares the value with "PCI_BUS_ID"; anything else
-            # leaves its default (CUDA Programming Guide, CUDA_DEVICE_ORDER). Whether
-            # it ignores case or spaces is not documented, so we assume it does not.
+        if not order_is_valid(order):
+            # Recorded on driver 580.159.04 (tests/truth/h100-driver-580.json): any
+            # other value, lower case, surrounding spaces and "" included, makes
+            # cuInit fail with CUDA_ERROR_INVALID_DEVICE, so no GPU is usable.
             findings.append(
                 Finding(
                     code="VIS-ORDER-INVALID",
-                    severity="warning",
-                    message=f"CUDA_DEVICE_ORDER={_q(order)} is not PCI_BUS_ID or "
-                    "FASTEST_FIRST; CUDA ignores it and uses its default, FASTEST_FIRST.",
-                    fix="Set CUDA_DEVICE_ORDER=PCI_BUS_ID (nvidia-smi order) or unset it.",
+                    severity="error",
+                    message=f"CUDA_DEVICE_ORDER={_q(str(order))} is not exactly PCI_BUS_ID or "
+                    "FASTEST_FIRST: cuInit fails with CUDA_ERROR_INVALID_DEVICE, so no GPU is "
+                    "usable at all in this process (the driver accepts no other spelling, not "
+                    "even lower case or surrounding spaces).",
+                    fix="export CUDA_DEVICE_ORDER=PCI_BUS_ID (nvidia-smi order), or unset it.",
+                    predicts=unexpected_device_count(),
                     subject="CUDA_DEVICE_ORDER",
                 )
             )
@@ -270,22 +326,39 @@ def _gpu_target(gpu: Gpu, key: str, how: str) -> _Target:
     return _Target(gpu, None, key, how)
 
 
-def _match_prefix(prefix: str, candidates: Sequence[tuple[str, object]]) -> list[object]:
-    # CUDA compares from the start of the string, case-sensitively (CUDA
-    # Programming Guide: "enough digits from the beginning of the GPU UUID").
-    return [obj for uuid, obj in candidates if uuid.startswith(prefix)]
+def _match_hex(digits: str, candidates: Sequence[tuple[str, object]]) -> list[object]:
+    # The entry's hex digits are a prefix of the device UUID's 32 digits
+    # (CUDA Programming Guide: "enough digits from the beginning of the GPU
+    # UUID"); dashes and case do not matter (recorded table, rule 1).
+    return [
+        obj
+        for uuid, obj in candidates
+        if (uuid_key(uuid) or "").replace("-", "").startswith(digits)
+    ]
 
 
-def _read_integer(trimmed: str, pool: Sequence[Gpu], order: str) -> _Target | _Stop:
-    value = c_strtoul(trimmed)
+def _read_integer(raw: str, pool: Sequence[Gpu], order: str) -> _Target | _Stop:
+    value = cuda_index(raw)
     if value is None:
         return _Stop("no digits (not an index or a UUID)", looks_like_device=False)
-    if value < 0:
-        return _Stop("negative", looks_like_device=False)
-    shown = f"integer {value}"
-    if trimmed != str(value):
-        shown += " (read like strtoul: sign and leading digits only)"
+    text = raw.strip(_C_SPACE)
+    read = c_strtoul(raw)
+    if read is not None and read != value:
+        sign = text[0] if text[0] in "+-" else ""
+        digits = text[len(sign) :]
+        digits = digits[: len(digits) - len(digits.lstrip(_DIGITS))] or digits
+        written = sign + (digits if len(digits) <= 24 else digits[:23] + "…")
+        # Wrapped or saturated: say what the driver made of it.
+        shown = f"integer {written} → {value} (CUDA keeps the low 32 bits of strtoul's result)"
+    else:
+        shown = f"integer {value}"
+        if text != str(value):
+            shown += " (read like strtoul: sign and leading digits only)"
     if value >= len(pool):
+        if text.startswith("-"):
+            # "-1" is the documented way to end a list (CUDA Programming Guide's
+            # example 0,2,-1,1), not a device the user meant.
+            return _Stop(f"negative (CUDA reads it as {value}: no such device)", False)
         count = len(pool)
         have = "no GPU" if count == 0 else f"{count} GPU(s): 0–{count - 1}"
         return _Stop(f"{shown} → no such device (CUDA sees {have})", looks_like_device=True)
@@ -297,15 +370,28 @@ def _read_integer(trimmed: str, pool: Sequence[Gpu], order: str) -> _Target | _S
     return _gpu_target(gpu, f"int:{value}", how)
 
 
-def _read_gpu_uuid(trimmed: str, pool: Sequence[Gpu]) -> _Target | _Stop:
-    found = _match_prefix(trimmed, [(_uuid_of(g), g) for g in pool])
+def _bad_uuid(raw: str) -> _Stop:
+    return _Stop(
+        "not a UUID CUDA can read (after GPU-/MIG- it accepts only hex digits and "
+        "dashes up to the 32nd digit, no spaces)",
+        looks_like_device=True,
+    )
+
+
+def _read_gpu_uuid(raw: str, pool: Sequence[Gpu]) -> _Target | _Stop:
+    digits = uuid_hex(raw[len("GPU-") :])
+    if digits is None:
+        return _bad_uuid(raw)
+    found = _match_hex(digits, [(_uuid_of(g), g) for g in pool])
     if not found:
         return _Stop("UUID prefix matches no GPU", looks_like_device=True)
     if len(found) > 1:
+        # Not recorded on hardware (one GPU): we assume an ambiguous prefix is invalid.
         return _Stop(f"ambiguous (prefix of {len(found)} GPU UUIDs)", looks_like_device=True)
     gpu = found[0]
     assert isinstance(gpu, Gpu)
-    how = f"UUID {'prefix ' if trimmed != gpu.uuid else ''}of {_gpu_label(gpu)}"
+    whole = len(digits) == _UUID_HEX_DIGITS
+    how = f"UUID {'' if whole else 'prefix '}of {_gpu_label(gpu)}"
     return _gpu_target(gpu, f"gpu:{gpu.uuid}", how)
 
 
@@ -316,42 +402,63 @@ def _mig_how(gpu: Gpu, mig: MigDevice) -> str:
     return f"MIG device {short_uuid(mig.uuid)}{ids} on {_gpu_label(gpu)}"
 
 
-def _read_mig(trimmed: str, pool: Sequence[Gpu]) -> _Target | _Stop:
+def _read_legacy_mig(raw: str, mig_gpus: Sequence[Gpu]) -> _Target | _Stop | None:
+    # Legacy form MIG-GPU-<uuid>/<gpu instance>/<compute instance> (MIG User
+    # Guide, CUDA 11.0-11.3 drivers), on a GPU in MIG mode only. On driver 580 it
+    # selects nothing on a GPU that is not in MIG mode (recorded table).
+    parts = raw[len("MIG-") :].split("/")
+    if len(parts) != 3 or not all(p and set(p) <= set(_DIGITS) for p in parts[1:]):
+        return None
+    found = _match_hex(
+        uuid_hex(parts[0][len("GPU-") :]) or "-", [(_uuid_of(g), g) for g in mig_gpus]
+    )
+    if len(found) != 1:
+        return None
+    gpu = found[0]
+    assert isinstance(gpu, Gpu)
+    gi, ci = int(parts[1]), int(parts[2])
+    for mig in gpu.mig_devices:
+        if mig.gpu_instance_id == gi and mig.compute_instance_id == ci:
+            return _Target(gpu, mig, f"mig:{mig.uuid}", _mig_how(gpu, mig))
+    return _Stop(
+        f"{_gpu_label(gpu)} has no MIG device with GPU instance {gi} and compute instance {ci}",
+        looks_like_device=True,
+    )
+
+
+def _read_mig(raw: str, pool: Sequence[Gpu]) -> _Target | _Stop:
     mig_gpus = [g for g in pool if _in_mig_mode(g)]
-    if trimmed.startswith("MIG-GPU-"):
-        # Legacy form MIG-GPU-<uuid>/<gpu instance>/<compute instance> (MIG User
-        # Guide, CUDA 11.0-11.3 drivers); the GPU UUID may be abbreviated.
-        parts = trimmed[len("MIG-") :].split("/")
-        if len(parts) != 3 or not all(p and set(p) <= set(_DIGITS) for p in parts[1:]):
-            return _Stop("malformed MIG-GPU-<uuid>/<GI>/<CI> entry", looks_like_device=True)
-        found = _match_prefix(parts[0], [(_uuid_of(g), g) for g in mig_gpus])
-        if len(found) != 1:
-            what = "matches no GPU in MIG mode" if not found else "is ambiguous"
-            return _Stop(f"GPU UUID in the MIG entry {what}", looks_like_device=True)
-        gpu = found[0]
-        assert isinstance(gpu, Gpu)
-        gi, ci = int(parts[1]), int(parts[2])
-        for mig in gpu.mig_devices:
-            if mig.gpu_instance_id == gi and mig.compute_instance_id == ci:
-                return _Target(gpu, mig, f"mig:{mig.uuid}", _mig_how(gpu, mig))
-        return _Stop(
-            f"{_gpu_label(gpu)} has no MIG device with GPU instance {gi} and compute instance {ci}",
-            looks_like_device=True,
-        )
-    candidates = [(m.uuid, (g, m)) for g in mig_gpus for m in g.mig_devices]
-    found = _match_prefix(trimmed, candidates)
+    if raw.startswith("MIG-GPU-"):
+        legacy = _read_legacy_mig(raw, mig_gpus)
+        if legacy is not None:
+            return legacy
+    digits = uuid_hex(raw[len("MIG-") :])
+    if digits is None:
+        return _bad_uuid(raw)
+    candidates: list[tuple[str, object]] = [
+        (m.uuid, (g, m)) for g in mig_gpus for m in g.mig_devices
+    ]
+    # The driver also matches MIG-<hex> against a full GPU's UUID: recorded on
+    # driver 580 (MIG-300c76ef… selected the H100, which was not in MIG mode).
+    candidates += [(_uuid_of(g), (g, None)) for g in pool if not _in_mig_mode(g)]
+    found = _match_hex(digits, candidates)
     if not found:
-        return _Stop("UUID prefix matches no MIG device", looks_like_device=True)
+        return _Stop("UUID prefix matches no MIG device or GPU", looks_like_device=True)
     if len(found) > 1:
-        return _Stop(f"ambiguous (prefix of {len(found)} MIG UUIDs)", looks_like_device=True)
+        return _Stop(f"ambiguous (prefix of {len(found)} UUIDs)", looks_like_device=True)
     pair = found[0]
     assert isinstance(pair, tuple)
     gpu, mig = pair
+    if mig is None:
+        how = f"MIG- prefix, but the UUID of {_gpu_label(gpu)} (not in MIG mode)"
+        return _Target(gpu, None, f"gpu:{gpu.uuid}", how)
     return _Target(gpu, mig, f"mig:{mig.uuid}", _mig_how(gpu, mig))
 
 
-def _entry_kind(trimmed: str) -> EntryKind:
-    return "uuid" if trimmed.startswith(("GPU-", "MIG-")) else "integer"
+def _entry_kind(raw: str) -> EntryKind:
+    # Case-sensitive and untrimmed: " GPU-…" and "gpu-…" are read as integers
+    # (no digit: invalid), recorded on driver 580.
+    return "uuid" if raw.startswith(("GPU-", "MIG-")) else "integer"
 
 
 # --------------------------------------------------------------------------- torch
@@ -507,7 +614,13 @@ def _read_entries(entries: list[_Entry], order: _Order) -> tuple[int | None, int
             # HTCondor's deliberate "no GPU"; CUDA reads it as text with no digits.
             entry.result = _Stop("no digits (HTCondor's 'no GPU' value)", looks_like_device=False)
             return entry.position, None
-        kind = _entry_kind(trimmed)
+        if entry.trimmed.startswith(("GPU-", "MIG-")) and not entry.raw.startswith(
+            ("GPU-", "MIG-")
+        ):
+            # Recorded on driver 580: "  GPU-300c76ef" selects nothing.
+            entry.result = _Stop("white space before a UUID: CUDA reads no UUID", True)
+            return entry.position, None
+        kind = _entry_kind(entry.raw)
         if first_kind is None:
             first_kind = kind
         elif kind != first_kind:
@@ -519,11 +632,11 @@ def _read_entries(entries: list[_Entry], order: _Order) -> tuple[int | None, int
             )
             return entry.position, None
         if kind == "integer":
-            result = _read_integer(trimmed, order.pool, order.name)
-        elif trimmed.startswith("MIG-"):
-            result = _read_mig(trimmed, order.pool)
+            result = _read_integer(entry.raw, order.pool, order.name)
+        elif entry.raw.startswith("MIG-"):
+            result = _read_mig(entry.raw, order.pool)
         else:
-            result = _read_gpu_uuid(trimmed, order.pool)
+            result = _read_gpu_uuid(entry.raw, order.pool)
         entry.result = result
         if isinstance(result, _Stop):
             return entry.position, None
@@ -666,11 +779,20 @@ def resolve_visible(spec: str | None, order: str | None, snapshot: Snapshot) -> 
                 subject=target.gpu.uuid,
             )
         )
-    if not devices and spec is not None and dup_at is None:
+    cuinit_error: str | None = None
+    if dup_at is not None or not order_is_valid(order):
+        cuinit_error = "CUDA_ERROR_INVALID_DEVICE"
+        if devices:
+            explanations = _order_invalid_explanations(explanations)
+            devices = []
+    elif not devices and (snapshot.gpus or snapshot.driver_version is not None):
+        cuinit_error = "CUDA_ERROR_NO_DEVICE"
+    if not devices and spec is not None and cuinit_error != "CUDA_ERROR_INVALID_DEVICE":
         findings.append(_no_devices(spec, deliberate_none, snapshot))
-    findings.extend(_order_findings(spec, entries, resolved_order, snapshot))
+    if order_is_valid(order):
+        findings.extend(_order_findings(spec, entries, resolved_order, snapshot))
     findings.extend(_mismatch_findings(devices))
-    findings.extend(_torch_findings(spec, devices, snapshot))
+    findings.extend(_torch_findings(spec, devices, snapshot, cuinit_error))
     return Resolution(
         spec=spec,
         order=resolved_order.name,
@@ -679,6 +801,17 @@ def resolve_visible(spec: str | None, order: str | None, snapshot: Snapshot) -> 
         findings=tuple(findings),
         method="rules",
         certain=certain,
+        cuinit_error=cuinit_error,
+    )
+
+
+def _order_invalid_explanations(
+    explanations: tuple[EntryExplanation, ...],
+) -> tuple[EntryExplanation, ...]:
+    tail = " → but cuInit fails (CUDA_DEVICE_ORDER is invalid): no device"
+    return tuple(
+        replace(e, outcome="ignored", text=e.text + tail) if e.outcome == "visible" else e
+        for e in explanations
     )
 
 
@@ -772,16 +905,21 @@ def _list_findings(
                 code="VIS-DUPLICATE",
                 severity="error",
                 message=f"CUDA_VISIBLE_DEVICES={_q(spec)}: entry {dup_at} ({_q(dup.raw)}) "
-                f"selects the same device as entry {dup.duplicate_of}; CUDA then exposes "
-                "no device at all.",
+                f"selects the same device as entry {dup.duplicate_of}: cuInit fails with "
+                "CUDA_ERROR_INVALID_DEVICE, so no GPU is usable in this process. torch counts "
+                "0 devices and torch.cuda.is_available() is False.",
                 fix="List each GPU once.",
-                predicts=_NO_DEVICE_PREDICTS,
+                predicts=unexpected_device_count(),
                 subject="CUDA_VISIBLE_DEVICES",
             )
         )
     reached = entries if stop_at is None and dup_at is None else entries[: (stop_at or dup_at)]
     spaced = [
-        e for e in reached if _entry_kind(e.trimmed) == "uuid" and e.raw != e.trimmed and e.trimmed
+        e
+        for e in reached
+        if isinstance(e.result, _Stop)
+        and e.raw != e.trimmed
+        and e.trimmed.startswith(("GPU-", "MIG-"))
     ]
     if spaced:
         first = spaced[0]
@@ -790,24 +928,23 @@ def _list_findings(
                 code="VIS-UUID-SPACE",
                 severity="warning",
                 message=f"Entry {first.position} ({_q(first.raw)}) has white space around a "
-                "UUID. CUDA ignores it, but torch's parser stops at it (or, at the start, "
-                "reads the whole value as integers), so torch.cuda.device_count() and "
-                "torch's NVML-based functions see fewer GPUs.",
+                "UUID: CUDA reads no UUID there, so the entry selects nothing and the list "
+                "ends before it.",
                 fix="Remove the spaces: CUDA_VISIBLE_DEVICES="
                 + ",".join(e.trimmed for e in entries),
                 subject="CUDA_VISIBLE_DEVICES",
             )
         )
-    findings.extend(_case_findings(entries, snapshot))
+    findings.extend(_case_findings(entries))
     trailing = [
         e
         for e in reached
         if isinstance(e.result, _Target)
-        and _entry_kind(e.trimmed) == "integer"
+        and _entry_kind(e.raw) == "integer"
         and e.trimmed.lstrip("+-").lstrip(_DIGITS) != ""
     ]
     if trailing:
-        read = ", ".join(f"{_q(e.raw)} as {c_strtoul(e.trimmed)}" for e in trailing)
+        read = ", ".join(f"{_q(e.raw)} as {cuda_index(e.raw)}" for e in trailing)
         findings.append(
             Finding(
                 code="VIS-ENTRY-TRAILING",
@@ -821,34 +958,23 @@ def _list_findings(
     return findings
 
 
-def _case_findings(entries: list[_Entry], snapshot: Snapshot) -> list[Finding]:
-    known = [_uuid_of(g) for g in _enumerable(snapshot)]
-    known += [m.uuid for g in _enumerable(snapshot) for m in g.mig_devices]
+def _case_findings(entries: list[_Entry]) -> list[Finding]:
+    # The prefix is case-sensitive (recorded on driver 580: "gpu-300c76ef" selects
+    # nothing), while the hex after it is not (that difference is torch's, and
+    # VIS-TORCH-COUNT reports it).
     for entry in entries:
-        text = entry.trimmed
-        width = 8 if text[:8].upper() == "MIG-GPU-" else 4  # legacy MIG-GPU-<uuid>/<gi>/<ci>
-        head, body = text[:width], text[width:]
-        if head.upper() not in ("GPU-", "MIG-", "MIG-GPU-"):
+        head = entry.trimmed[:4]
+        if head.upper() not in ("GPU-", "MIG-") or head == head.upper():
             continue
-        if head == head.upper() and body == body.lower():
-            continue
-        fixed = head.upper() + body.lower()
-        legacy = fixed.startswith("MIG-GPU-")
-        probe = fixed[4:].split("/", 1)[0] if legacy else fixed
-        matches = [u for u in known if u.startswith(probe)]
-        hint = (
-            f"written as {_q(fixed)} it would match {short_uuid(matches[0])}"
-            if len(matches) == 1
-            else f"even as {_q(fixed)} it matches {len(matches)} devices"
-        )
+        fixed = head.upper() + entry.trimmed[4:].lower()
         return [
             Finding(
                 code="VIS-UUID-CASE",
                 severity="warning",
-                message=f"Entry {entry.position} ({_q(entry.raw)}) is not written as "
-                "nvidia-smi prints UUIDs ('GPU-'/'MIG-' then lower-case hex); CUDA and "
-                f"torch compare case-sensitively, so it matches nothing ({hint}).",
-                fix="Copy UUIDs exactly from `nvidia-smi -L`.",
+                message=f"Entry {entry.position} ({_q(entry.raw)}) starts with {_q(head)}: "
+                "CUDA recognises only the upper-case prefixes 'GPU-' and 'MIG-', so it reads "
+                "the entry as an index, finds no digit, and the entry selects nothing.",
+                fix=f"Write it as nvidia-smi -L prints it: {_q(fixed)}.",
                 subject="CUDA_VISIBLE_DEVICES",
             )
         ]
@@ -856,23 +982,29 @@ def _case_findings(entries: list[_Entry], snapshot: Snapshot) -> list[Finding]:
 
 
 def _no_devices(spec: str, deliberate: bool, snapshot: Snapshot) -> Finding:
+    # With no device cuInit fails (CUDA_ERROR_NO_DEVICE, recorded on driver 580 for
+    # "", " " and "NoDevFiles" too): an error for a job that is checked for GPUs,
+    # even when hiding them was deliberate.
     if deliberate:
         return Finding(
             code="VIS-NO-DEVICES",
-            severity="info",
-            message=f"CUDA_VISIBLE_DEVICES={_q(spec)} hides every GPU: the job runs without CUDA.",
-            fix=None,
-            predicts=_NO_DEVICE_PREDICTS,
+            severity="error",
+            message=f"CUDA_VISIBLE_DEVICES={_q(spec)} hides every GPU: cuInit fails with "
+            "CUDA_ERROR_NO_DEVICE, torch.cuda.is_available() is False and the job runs "
+            "without CUDA.",
+            fix="If the job needs a GPU, unset CUDA_VISIBLE_DEVICES or list the GPUs to use "
+            "(check the job's GPU request); if it is meant to run on the CPU, skip this check.",
+            predicts=NO_CUDA_GPUS,
             subject="CUDA_VISIBLE_DEVICES",
         )
     where = "this machine has no GPU CUDA can use" if not _enumerable(snapshot) else ""
     return Finding(
         code="VIS-NO-DEVICES",
         severity="error",
-        message=f"CUDA_VISIBLE_DEVICES={_q(spec)} exposes no GPU"
-        + (f" ({where})." if where else "."),
+        message=f"CUDA_VISIBLE_DEVICES={_q(spec)} exposes no GPU: cuInit fails with "
+        "CUDA_ERROR_NO_DEVICE" + (f" ({where})." if where else "."),
         fix="Use indices from 0 to the GPU count - 1, or UUIDs from `nvidia-smi -L`.",
-        predicts=_NO_DEVICE_PREDICTS,
+        predicts=NO_CUDA_GPUS,
         subject="CUDA_VISIBLE_DEVICES",
     )
 
@@ -926,7 +1058,10 @@ def _mismatch_findings(devices: Sequence[VisibleDevice]) -> list[Finding]:
 
 
 def _torch_findings(
-    spec: str | None, devices: Sequence[VisibleDevice], snapshot: Snapshot
+    spec: str | None,
+    devices: Sequence[VisibleDevice],
+    snapshot: Snapshot,
+    cuinit_error: str | None,
 ) -> list[Finding]:
     view = torch_view(spec, snapshot)
     findings: list[Finding] = []
@@ -947,30 +1082,15 @@ def _torch_findings(
             )
         ]
     if view.count is not None and view.count != len(devices):
-        findings.append(
-            Finding(
-                code="VIS-TORCH-COUNT",
-                severity="warning",
-                message=f"With CUDA_VISIBLE_DEVICES={shown}, torch.cuda.device_count() returns "
-                f"{view.count} before CUDA is initialised (torch reads the value itself, with "
-                f"NVML) but CUDA exposes {len(devices)}; code that sizes its work from it "
-                "(DataParallel, torchrun --nproc-per-node=gpu, spawn loops) is wrong.",
-                fix="Make CUDA_VISIBLE_DEVICES unambiguous: distinct, valid, comma-separated "
-                "entries with no spaces, no MIG mixed with GPUs.",
-                predicts=(
-                    "RuntimeError: device >= 0 && device < num_gpus INTERNAL ASSERT FAILED"
-                    if view.count > len(devices)
-                    else None
-                ),
-                subject="CUDA_VISIBLE_DEVICES",
-            )
-        )
+        findings.append(_torch_count_finding(shown, view.count, devices, snapshot, cuinit_error))
     if view.nvml_indices is not None:
         wrong = [
             (d, view.nvml_indices[d.cuda_ordinal])
             for d in devices
             if d.mig_uuid is None
             and d.cuda_ordinal < len(view.nvml_indices)
+            # Past torch's own count torch refuses the device before asking NVML.
+            and (view.count is None or d.cuda_ordinal < view.count)
             and view.nvml_indices[d.cuda_ordinal] != d.nvml_index
         ]
         if wrong:
@@ -991,6 +1111,78 @@ def _torch_findings(
                 )
             )
     return findings
+
+
+_TORCH_COUNT_FIX = (
+    "Write CUDA_VISIBLE_DEVICES so torch and CUDA read it alike: distinct, valid, "
+    "comma-separated indices, or UUIDs exactly as `nvidia-smi -L` prints them ('GPU-', "
+    "lower-case hex with its dashes, nothing after), no spaces, no MIG mixed with GPUs."
+)
+
+
+def _torch_count_finding(
+    shown: str,
+    torch_count: int,
+    devices: Sequence[VisibleDevice],
+    snapshot: Snapshot,
+    cuinit_error: str | None,
+) -> Finding:
+    """torch.cuda.device_count() (from NVML, before CUDA initialises) differs from CUDA.
+
+    torch >= 1.13 counts devices with NVML and its own parser
+    (``torch.cuda._device_count_nvml``); CUDA initialises later with the driver's
+    reading. Recorded on torch 2.11 / driver 580: torch counts 1 and the first CUDA
+    call raises where cuInit fails; torch counts 0 while the driver enumerates
+    the GPU for upper-case, dash-free, over-long UUIDs and 2^32.
+    """
+    cuda_count = len(devices)
+    head = (
+        f"With CUDA_VISIBLE_DEVICES={shown}, torch.cuda.device_count() returns {torch_count} "
+        f"(torch reads the value itself, with NVML, before CUDA initialises)"
+    )
+    version = snapshot.torch.version if snapshot.torch is not None else None
+    if cuda_count == 0:
+        return Finding(
+            code="VIS-TORCH-COUNT",
+            severity="warning",
+            message=f"{head}, but CUDA exposes no device: torch.cuda.is_available() is False "
+            "and the first CUDA call raises.",
+            fix=_TORCH_COUNT_FIX,
+            predicts=cuinit_failure_text(cuinit_error),
+            subject="CUDA_VISIBLE_DEVICES",
+        )
+    if torch_count == 0:
+        return Finding(
+            code="VIS-TORCH-COUNT",
+            severity="error",
+            message=f"{head}, but CUDA exposes {cuda_count}: torch believes there is no GPU, "
+            "so code that counts devices (DataParallel, spawn loops, "
+            "torchrun --nproc-per-node=gpu) silently runs on the CPU, and "
+            "torch.cuda.get_device_properties(0) fails.",
+            fix=_TORCH_COUNT_FIX,
+            predicts="AssertionError: Invalid device id",
+            subject="CUDA_VISIBLE_DEVICES",
+        )
+    more = torch_count > cuda_count
+    return Finding(
+        code="VIS-TORCH-COUNT",
+        severity="warning",
+        message=f"{head}, but CUDA exposes {cuda_count}; code that sizes its work from it "
+        "(DataParallel, torchrun --nproc-per-node=gpu, spawn loops) "
+        + (f"fails on cuda:{cuda_count}." if more else "leaves GPUs unused."),
+        fix=_TORCH_COUNT_FIX,
+        # get_device_properties (DataParallel) asserts; set_device(k) is a CUDA error.
+        predicts=PROPERTIES_ASSERT if more else None,
+        predicts_also=(
+            (
+                f"torch.cuda.set_device({cuda_count}): {invalid_ordinal(version)}",
+                *cuda_error_also(version, INVALID_ORDINAL_MESSAGE),
+            )
+            if more
+            else ()
+        ),
+        subject="CUDA_VISIBLE_DEVICES",
+    )
 
 
 # --------------------------------------------------------------------------- slurm
@@ -1187,12 +1379,18 @@ def apply_driver_mapping(
                 subject="CUDA_VISIBLE_DEVICES",
             )
         )
+    cuinit_error = resolution.cuinit_error
+    if devices:
+        cuinit_error = None
+    elif cuinit_error is None:
+        cuinit_error = "CUDA_ERROR_NO_DEVICE"
     return replace(
         resolution,
         devices=tuple(devices),
         findings=tuple(findings),
         method="driver",
         certain=certain,
+        cuinit_error=cuinit_error,
     )
 
 

@@ -19,6 +19,8 @@ def _block(finding: Finding) -> list[str]:
     lines = [f"  {finding.code}: {finding.message}"]
     if finding.predicts:
         lines.append(f"      predicts: {finding.predicts}")
+    for other in finding.predicts_also:
+        lines.append(f"      also: {other}")
     if finding.fix:
         lines.append(f"      fix: {finding.fix}")
     return lines

@@ -107,6 +107,7 @@ def resolution_to_json(resolution: Resolution) -> dict[str, object]:
         "order": resolution.order,
         "method": resolution.method,
         "certain": resolution.certain,
+        "cuinit_error": resolution.cuinit_error,
         "explanations": [
             {"position": e.position, "entry": e.entry, "outcome": e.outcome, "text": e.text}
             for e in resolution.explanations
