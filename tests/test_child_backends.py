@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gpudiag.backends.gputil import collect_gputil, parse_gputil_json
-from gpudiag.backends.subproc import ChildResult, child_env, last_json_line, run_child
+from gpudiag.backends.subproc import ChildResult, Runner, child_env, last_json_line, run_child
 from gpudiag.backends.torch import collect_torch, parse_torch_json
 
 
@@ -22,8 +22,17 @@ def _shadow(tmp_path: Path, package: str, error: str) -> dict[str, str | None]:
     return {"PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
 
 
-def test_real_torch_child_reports_the_cpu_build() -> None:
-    info, status = collect_torch()
+def _env_runner(overrides: dict[str, str | None]) -> Runner:
+    def run(argv: Sequence[str], env: Mapping[str, str], timeout_s: float) -> ChildResult:
+        return run_child(argv, child_env(overrides), timeout_s)
+
+    return run
+
+
+def test_real_torch_child_with_no_visible_gpu() -> None:
+    # CUDA_VISIBLE_DEVICES="" hides any GPU, so this holds on a CPU build and on a
+    # CUDA build with GPUs alike: the state comes from the test, not the machine.
+    info, status = collect_torch(runner=_env_runner({"CUDA_VISIBLE_DEVICES": ""}))
     assert status.status == "ok", status
     assert info is not None
     import torch  # the test process may import torch; it never initialises CUDA
@@ -109,9 +118,12 @@ def test_torch_parse_devices() -> None:
     assert info.devices[0].uuid == "a1b2c3d4-0000-1111-2222-333344445555"
 
 
-def test_real_gputil_child_without_nvidia_smi_is_unavailable_not_zero_gpus() -> None:
-    # This machine has no nvidia-smi: GPUtil alone would return [] ("zero GPUs").
-    gpus, status = collect_gputil()
+def test_real_gputil_child_without_nvidia_smi_is_unavailable_not_zero_gpus(
+    tmp_path: Path,
+) -> None:
+    # A PATH without nvidia-smi (an empty folder), whatever this machine has:
+    # GPUtil alone would return [] ("zero GPUs").
+    gpus, status = collect_gputil(runner=_env_runner({"PATH": str(tmp_path)}))
     assert gpus is None
     assert status.status == "unavailable"
     assert status.reason == "nvidia-smi not found on PATH (GPUtil would have reported zero GPUs)"

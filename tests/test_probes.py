@@ -76,7 +76,10 @@ def _workers_mentioning(text: str) -> list[int]:
         if not entry.name.isdigit():
             continue
         try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            # Other processes' arguments need not be UTF-8: never decode strictly.
+            cmdline = (
+                (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+            )
         except OSError:
             continue
         if "gpudiag.probes.worker" in cmdline and text in cmdline:
@@ -223,6 +226,79 @@ def test_help_teaches_and_never_imports_torch() -> None:
 # --- bad input: exit 2, one line, no children --------------------------------
 
 
+def test_device_cuda_without_a_driver_exits_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # "No driver" comes from a fake, never from the machine.
+    monkeypatch.setattr("gpudiag.probes.runner.gpu_driver_present", lambda: False)
+    full_env: dict[str, str | None] = {name: None for name in _LAUNCH_VARS}
+    full_env.update(_env(tmp_path))
+    result = CliRunner().invoke(main, ["probe", "--device", "cuda"], env=full_env)
+    assert result.exit_code == BAD_INPUT
+    assert result.stderr.count("\n") == 1
+    assert "--device cuda: no NVIDIA driver" in result.stderr
+    assert not list(tmp_path.glob("gpudiag-probe-*"))
+
+
+#: A sitecustomize for the probe's workers: torch.cuda reports one GPU unless
+#: CUDA_VISIBLE_DEVICES is "" (as the driver does), and any real CUDA use, which
+#: goes through torch.cuda._lazy_init, raises.
+FAKE_GPU_SITECUSTOMIZE = """
+import importlib.abc, importlib.util, os, sys
+
+def _fake(cuda):
+    count = 0 if os.environ.get("CUDA_VISIBLE_DEVICES") == "" else 1
+    cuda.is_available = lambda: count > 0
+    cuda.device_count = lambda: count
+    def touched(*args, **kwargs):
+        raise RuntimeError("the fake GPU was touched by a --device cpu probe")
+    cuda._lazy_init = touched
+    cuda.current_device = touched
+
+class _Finder(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name != "torch.cuda":
+            return None
+        sys.meta_path.remove(self)
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            sys.meta_path.insert(0, self)
+        if spec is None or spec.loader is None:
+            return spec
+        real_exec = spec.loader.exec_module
+        def exec_module(module):
+            real_exec(module)
+            _fake(module)
+        spec.loader.exec_module = exec_module
+        return spec
+
+sys.meta_path.insert(0, _Finder())
+"""
+
+
+def test_device_cpu_never_touches_a_present_gpu(tmp_path: Path) -> None:
+    site = tmp_path / "fakegpu"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(FAKE_GPU_SITECUSTOMIZE)
+    # The fake is live: a child that does not hide the GPU sees one.
+    probe = subprocess.run(
+        [PY, "-c", "import torch; print(torch.cuda.device_count())"],
+        env={**_env(tmp_path), "PYTHONPATH": str(site)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert probe.stdout.strip() == "1", probe.stderr
+    proc = _run(["all", "--device", "cpu", "--json"], _env(tmp_path, PYTHONPATH=str(site)))
+    assert proc.returncode == OK, proc.stdout + proc.stderr
+    doc = json.loads(proc.stdout)
+    assert [p["status"] for p in doc["probes"]] == ["pass"] * 4
+    assert _probe(doc, "dp")["figures"]["dp_path"] == "module-direct"
+    _assert_nothing_left(tmp_path, [])
+
+
 @pytest.mark.parametrize(
     ("args", "env", "needle"),
     [
@@ -233,7 +309,6 @@ def test_help_teaches_and_never_imports_torch() -> None:
         (["--device-ids", "²"], {}, "'²' is not an integer"),
         (["--device-ids", "-1"], {}, "-1 is below 0"),
         (["--nproc", "0"], {}, "--nproc must be >= 1"),
-        (["--device", "cuda"], {}, "--device cuda: no NVIDIA driver"),
         (["ddp"], {"SLURM_PROCID": "0", "SLURM_NTASKS": "2"}, "needs MASTER_ADDR"),
         (["ddp"], {"RANK": "2", "WORLD_SIZE": "2", "MASTER_ADDR": "h", "MASTER_PORT": "1"},
          "rank 2 is outside 0..1"),
@@ -246,8 +321,6 @@ def test_help_teaches_and_never_imports_torch() -> None:
 def test_bad_input_exits_2(
     tmp_path: Path, args: list[str], env: dict[str, str], needle: str
 ) -> None:
-    if args == ["--device", "cuda"] and Path("/dev/nvidiactl").exists():
-        pytest.fail("this case assumes a machine without an NVIDIA driver")
     # CliRunner's env only adds to os.environ; a None value removes a variable.
     full_env: dict[str, str | None] = {name: None for name in _LAUNCH_VARS}
     full_env.update(_env(tmp_path, **env))

@@ -383,6 +383,11 @@ def _spawn(
         env["CUDA_VISIBLE_DEVICES"] = plan.visible
     if plan.order is not None:
         env["CUDA_DEVICE_ORDER"] = plan.order
+    if plan.device == "cpu":
+        # --device cpu must not touch a GPU: on a GPU machine DataParallel would
+        # otherwise move the model to cuda:0 (seen on an H100). An empty value hides
+        # every GPU from CUDA and torch before either initialises.
+        env["CUDA_VISIBLE_DEVICES"] = ""
     env["OMP_NUM_THREADS"] = str(threads)
     log: IO[bytes]
     with open(log_path, "wb") as log:
