@@ -42,7 +42,11 @@ for case in cases:
             dp(torch.randn(8, 4))
         except Exception as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            outcome = f"{type(exc).__name__}: {first}".rstrip(": ")
+            # As a traceback names it: torch.AcceleratorError, not AcceleratorError.
+            cls = type(exc)
+            name = cls.__qualname__ if cls.__module__ == "builtins" else (
+                f"{cls.__module__}.{cls.__qualname__}")
+            outcome = f"{name}: {first}".rstrip(": ")
     warns = [" ".join(str(w.message).split()) for w in caught if "imbalance" in str(w.message)]
     results.append({"outcome": outcome, "warnings": warns})
 json.dump(results, sys.stdout)
