@@ -375,3 +375,19 @@ def test_predict_imbalance(
 def test_bad_input(kw: dict[str, Any]) -> None:
     with pytest.raises(GpudiagInputError):
         run("a100x8", None, device_ids=[0, 1], **kw)
+
+
+def test_sm_count_falls_back_to_torch_where_nvml_has_none() -> None:
+    # Recorded on an H100 (driver 580): NVML answered "Not Supported" for the SM
+    # count while torch gave 132.
+    import json
+    from pathlib import Path
+
+    from gpudiag.core.dataparallel import device_props
+    from gpudiag.snapshot import snapshot_from_json
+
+    table = json.loads((Path(__file__).parent / "truth" / "h100-driver-580.json").read_text())
+    snapshot = snapshot_from_json(table["snapshot"])
+    assert snapshot.gpus[0].multiprocessor_count is None
+    (device,) = resolve_visible(None, None, snapshot).devices
+    assert device_props(device, snapshot).multiprocessor_count == 132

@@ -112,3 +112,12 @@ def test_row_replays(tmp_path: Path, table: dict[str, Any], row: dict[str, Any])
             ), (predicted, row["torch_error"])
     else:
         assert about_torch == [], about_torch
+
+
+@pytest.mark.parametrize("name", [name for name, _ in _tables()])
+def test_the_recorded_healthy_machine_gives_no_finding(tmp_path: Path, name: str) -> None:
+    # On the real H100, `gpudiag check` gave no finding: keep it so.
+    table = dict(_tables())[name]
+    report = replay(tmp_path, table, {"cvd": None, "order": None})
+    assert report["findings"] == []
+    assert [d["uuid"] for d in report["visible"]] == table["snapshot"]["cuda_order"]
