@@ -25,6 +25,7 @@ from gpudiag.core.torch_texts import (
     cuda_error,
     cuda_error_also,
     cuinit_failure_text,
+    torch_version_tuple,
 )
 from gpudiag.core.visibility import torch_view
 from gpudiag.errors import GpudiagInputError
@@ -491,8 +492,11 @@ def validate_dataparallel(
             )
         )
         return out
-    bound = min(n, n_torch)
-    invalid = [i for i in ids if i < 0 or i >= bound]
+    # get_device_properties asserts 0 <= id < device_count() after CUDA initialised:
+    # torch's NVML count before 2.12, CUDA's own from 2.12 (PR #175355).
+    version = torch_version_tuple(_torch_version(snapshot))
+    props_bound = n if version is None or version >= (2, 12) else n_torch
+    invalid = [i for i in ids if i < 0 or i >= min(n, props_bound)]
     if invalid:
         # _check_balance -> _get_devices_properties -> torch.cuda.get_device_properties,
         # which asserts 0 <= id < device_count().
@@ -510,14 +514,14 @@ def validate_dataparallel(
                 "nvidia-smi indices.",
                 f"{where}, {mapping_phrase(devices)}: use device_ids={ids_text(suggestion)}."
                 + (
-                    f" torch.cuda.device_count() is only {n_torch} here (torch reads "
+                    f" torch.cuda.device_count() is {n_torch} here (torch reads "
                     "CUDA_VISIBLE_DEVICES with its own parser): write the value as nvidia-smi "
                     "prints it so torch counts every GPU."
-                    if n_torch < n
+                    if props_bound < n
                     else ""
                 ),
                 INVALID_DEVICE_ID
-                if any(i < 0 or i >= n_torch for i in invalid)
+                if any(i < 0 or i >= props_bound for i in invalid)
                 else PROPERTIES_ASSERT,
             )
         )

@@ -27,6 +27,7 @@ from gpudiag.core.torch_texts import (
     cuda_error_also,
     cuinit_failure_text,
     invalid_ordinal,
+    torch_version_tuple,
     unexpected_device_count,
 )
 from gpudiag.model import (
@@ -541,23 +542,68 @@ def _torch_uuid_ordinals(candidates: Sequence[str], uuids: Sequence[str]) -> lis
     return ordinals
 
 
-def torch_view(spec: str | None, snapshot: Snapshot) -> TorchView:
-    """What torch (CUDA build, NVML present) makes of ``spec`` on ``snapshot``.
+def _torch_113_strtoul(text: str) -> int:
+    # torch 1.13's _strtoul: leading str.isdigit() characters only, no sign.
+    end = 0
+    while end < len(text) and text[end].isdigit():
+        end += 1
+    return int(text[:end]) if end else -1
 
-    Mirrors ``torch.cuda._device_count_nvml`` and ``_get_nvml_device_index``:
-    NVML's device count includes lost GPUs and GPUs in MIG mode, and integer
-    entries are taken as NVML indices whatever CUDA_DEVICE_ORDER says.
+
+def _torch_view_113(spec: str | None, snapshot: Snapshot, nvml_usable: bool) -> TorchView:
+    """torch 1.13 (PR #84879): a *set* of integers, UUID entries read as -1.
+
+    ``_device_count_nvml`` returns ``len(set(range(raw_count)) & visible)``:
+    duplicates collapse, nothing stops the list, and ``GPU-``/``MIG-`` values
+    count 0 devices (pytorch issue #90543, fixed in 2.0 by PR #92315).
     """
+    if spec is None:
+        values: set[int] = set(range(64))
+    else:
+        try:
+            values = {_torch_113_strtoul(elem.strip()) for elem in spec.split(",")}
+        except ValueError as exc:  # int() of a digit it rejects ('²')
+            return TorchView(raises=f"ValueError: {exc}", count=None, nvml_indices=None)
+    if not nvml_usable:
+        return TorchView(raises=None, count=None, nvml_indices=None)
+    count = len(set(range(len(snapshot.gpus))) & values)
+    # _get_nvml_device_index arrived in 2.1 (PR #94568): no NVML-index mapping here.
+    return TorchView(raises=None, count=count, nvml_indices=None)
+
+
+def torch_view(spec: str | None, snapshot: Snapshot) -> TorchView:
+    """What the snapshot's torch (CUDA build, NVML present) makes of ``spec``.
+
+    Per torch version (``docs/visible-devices.md``, "torch versions"):
+
+    * up to 1.12: ``device_count()`` asks CUDA (no parser of its own): count None;
+    * 1.13: :func:`_torch_view_113`;
+    * 2.0 and later (PR #92315): ``_parse_visible_devices`` returns a list that
+      stops at the first negative, is emptied by a duplicate, and holds ``GPU-``/
+      ``MIG-`` strings; ``_device_count_nvml`` matches UUID prefixes against NVML's
+      UUIDs, defers ``MIG-`` values to CUDA (count None) and trims integers at
+      NVML's device count, which includes lost GPUs and GPUs in MIG mode. From 2.1,
+      ``_get_nvml_device_index`` takes integer entries as NVML indices whatever
+      ``CUDA_DEVICE_ORDER`` says.
+
+    An unknown version is read as a current torch.
+    """
+    version = torch_version_tuple(snapshot.torch.version if snapshot.torch is not None else None)
+    nvml_ok = snapshot.sources.get("nvml")
+    nvml_usable = bool(snapshot.gpus) and (nvml_ok is None or nvml_ok.status == "ok")
+    if version is not None and version < (1, 13):
+        return TorchView(raises=None, count=None, nvml_indices=None)
+    if version is not None and version < (2, 0):
+        return _torch_view_113(spec, snapshot, nvml_usable)
     try:
         parsed = torch_parse_visible(spec)
     except ValueError as exc:
         return TorchView(raises=f"ValueError: {exc}", count=None, nvml_indices=None)
-    nvml_ok = snapshot.sources.get("nvml")
-    nvml_usable = bool(snapshot.gpus) and (nvml_ok is None or nvml_ok.status == "ok")
     if not parsed:
         return TorchView(raises=None, count=0, nvml_indices=())
     if not nvml_usable:
         return TorchView(raises=None, count=None, nvml_indices=None)
+    maps_nvml = version is None or version >= (2, 1)
     if isinstance(parsed[0], str):
         texts = [str(p) for p in parsed]
         if texts[0].startswith("MIG-"):
@@ -567,7 +613,9 @@ def torch_view(spec: str | None, snapshot: Snapshot) -> TorchView:
             return TorchView(raises=None, count=None, nvml_indices=None)
         ordinals = _torch_uuid_ordinals(texts, [str(u) for u in uuids])
         nvml = [snapshot.gpus[o].nvml_index for o in ordinals]
-        return TorchView(raises=None, count=len(nvml), nvml_indices=tuple(nvml))
+        return TorchView(
+            raises=None, count=len(nvml), nvml_indices=tuple(nvml) if maps_nvml else None
+        )
     ints = [int(p) for p in parsed]
     raw_count = len(snapshot.gpus)
     count = len(ints)
@@ -575,7 +623,7 @@ def torch_view(spec: str | None, snapshot: Snapshot) -> TorchView:
         if value >= raw_count:
             count = pos
             break
-    return TorchView(raises=None, count=count, nvml_indices=tuple(ints))
+    return TorchView(raises=None, count=count, nvml_indices=tuple(ints) if maps_nvml else None)
 
 
 # --------------------------------------------------------------------------- resolver
