@@ -571,3 +571,20 @@ def test_gpu_more_ranks_than_visible_gpus_fails(tmp_path: Path) -> None:
     assert proc.returncode == FAILED, proc.stdout + proc.stderr
     ddp = _probe(json.loads(proc.stdout), "ddp")
     assert "needs cuda:1 but only 1 GPU(s) are visible" in ddp["message"]
+
+
+def test_process_scan_survives_non_utf8_command_lines() -> None:
+    # Another process's arguments need not be UTF-8 (seen on a shared GPU host).
+    proc = subprocess.Popen(
+        [PY, "-c", "import time; time.sleep(30)", os.fsdecode(b"gpudiag-\xff\xfe")],
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if Path(f"/proc/{proc.pid}/cmdline").read_bytes().endswith(b"\xff\xfe\0"):
+                break
+            time.sleep(0.05)
+        assert _workers_mentioning("gpudiag-") == []
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
