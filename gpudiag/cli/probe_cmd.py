@@ -53,7 +53,7 @@ per stage otherwise); the report is one row per probe, details with -v.
 
 \b
 Exit codes: 0 all passed; 1 a probe failed; 2 bad input; 3 a probe timed
-out or hung. See docs/probes.md."""
+out or hung. A failed check names the rule it broke (-v shows every check)."""
 
 
 @click.command(

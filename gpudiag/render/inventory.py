@@ -10,6 +10,7 @@ from gpudiag.core.inventory import Inventory, InventoryRow
 from gpudiag.model import Finding, Gpu, Resolution, Snapshot, uuid_key
 from gpudiag.render.findings import render_findings, sort_findings
 from gpudiag.render.mapping import short_pci_bus_id
+from gpudiag.render.table import format_table
 from gpudiag.render.text import PLAIN, Style, esc, safe, wrap
 from gpudiag.snapshot import gpu_to_json
 
@@ -39,8 +40,8 @@ def _bus(pci_bus_id: str | None) -> str:
         return "n/a"
     domain, sep, rest = pci_bus_id.partition(":")
     if sep and domain.strip("0") == "":
-        return esc(rest, 16)
-    return esc(short_pci_bus_id(pci_bus_id), 16)
+        return esc(rest, 13)
+    return esc(short_pci_bus_id(pci_bus_id), 13)
 
 
 def _procs(gpu: Gpu) -> str:
@@ -56,30 +57,37 @@ def _expected_sources(snapshot: Snapshot) -> tuple[str, ...]:
 
 
 class _Columns:
-    """The table's columns for this output: UUIDs under -v, "Seen by" only where
-    the sources disagree."""
+    """The table's columns for this output: "Seen by" only where the sources disagree."""
 
-    def __init__(self, inventory: Inventory, snapshot: Snapshot, style: Style) -> None:
+    def __init__(self, inventory: Inventory, snapshot: Snapshot) -> None:
         expected = _expected_sources(snapshot)
         self.seen = any(row.seen_by != expected for row in inventory.rows)
         self.expected = expected
-        self.uuid = style.verbosity >= 2
 
     def headers(self) -> list[str]:
         heads = ["GPU", "CUDA", "Name", "Bus", "Memory", "Util", "Temp", "Procs"]
-        if self.uuid:
-            heads.insert(3, "UUID")
         if self.seen:
             heads.append("Seen by")
         return heads
 
-    def row(self, cells: list[str], uuid: str | None, seen: tuple[str, ...] | None) -> list[str]:
+    def row(self, cells: list[str], seen: tuple[str, ...] | None) -> list[str]:
         out = list(cells)
-        if self.uuid:
-            out.insert(3, esc(uuid) if uuid else "")
         if self.seen:
             out.append("" if seen is None or seen == self.expected else ",".join(seen) or "-")
         return out
+
+
+def _identities(inventory: Inventory) -> list[str]:
+    """-v: each GPU's (and MIG device's) full UUID and PCI bus id, one line each."""
+    lines = []
+    for row in inventory.rows:
+        gpu = row.gpu
+        label = f"GPU {gpu.nvml_index}" if gpu is not None else "GPU -"
+        bus = f"  {esc(gpu.pci_bus_id)}" if gpu is not None and gpu.pci_bus_id else ""
+        lines.append(f"{label:<7} {esc(row.uuid or '?')}{bus}")
+        for mig in gpu.mig_devices if gpu is not None else ():
+            lines.append(f"  └ MIG {esc(mig.uuid)}")
+    return lines
 
 
 def _gpu_rows(row: InventoryRow, resolution: Resolution | None, cols: _Columns) -> list[list[str]]:
@@ -90,22 +98,22 @@ def _gpu_rows(row: InventoryRow, resolution: Resolution | None, cols: _Columns) 
         name = (dev.name if dev else None) or (util.name if util else None) or "?"
         total = (dev.memory_total_mib if dev else None) or (util.memory_total_mib if util else None)
         ordinal = str(dev.cuda_ordinal) if dev else ""
-        cells = ["-", ordinal, esc(name, 30), "?", _memory(None, total), "", "", ""]
-        return [cols.row(cells, row.uuid, row.seen_by)]
+        cells = ["-", ordinal, esc(name, 28), "?", _memory(None, total), "", "", ""]
+        return [cols.row(cells, row.seen_by)]
     if gpu.lost:
         cells = [str(gpu.nvml_index), "", "(GPU lost)", _bus(gpu.pci_bus_id)] + ["n/a"] * 4
-        return [cols.row(cells, gpu.uuid, row.seen_by)]
+        return [cols.row(cells, row.seen_by)]
     cells = [
         str(gpu.nvml_index),
         _ordinals(tuple(o for o in row.cuda_ordinals if not _is_mig(resolution, o))),
-        esc(gpu.name or "?", 30),
+        esc(gpu.name or "?", 28),
         _bus(gpu.pci_bus_id),
         _memory(gpu.memory_used_mib, gpu.memory_total_mib),
         _na(gpu.utilization_gpu_percent, " %"),
         _na(gpu.temperature_c, " °C"),
         _procs(gpu),
     ]
-    rows = [cols.row(cells, gpu.uuid, row.seen_by)]
+    rows = [cols.row(cells, row.seen_by)]
     for mig in gpu.mig_devices:
         ordinal = ""
         if resolution is not None:
@@ -118,7 +126,7 @@ def _gpu_rows(row: InventoryRow, resolution: Resolution | None, cols: _Columns) 
             )
         name = f"└ MIG gi={_na(mig.gpu_instance_id)} ci={_na(mig.compute_instance_id)}"
         cells = ["", ordinal, name, "", _memory(None, mig.memory_total_mib), "", "", ""]
-        rows.append(cols.row(cells, mig.uuid, None))
+        rows.append(cols.row(cells, None))
     return rows
 
 
@@ -169,8 +177,8 @@ def not_asked_line(snapshot: Snapshot) -> str | None:
     if src is None or src.status != "skipped" or snapshot.torch is None:
         return None
     return (
-        "torch was not imported: its device count, arch list and CUDA start-up errors "
-        "are not checked (--deep asks it, ~seconds)."
+        f"torch {torch_text(snapshot)} was not imported: its device count, arch list and "
+        "CUDA start-up errors are not checked (--deep asks it, ~seconds)."
     )
 
 
@@ -229,17 +237,11 @@ def render_list(
         else:
             out.append("No GPUs found.")
     else:
-        cols = _Columns(inventory, snapshot, style)
+        cols = _Columns(inventory, snapshot)
         table: list[list[str]] = []
         for row in inventory.rows:
             table.extend(_gpu_rows(row, resolution, cols))
-        # Imported here: tabulate pulls in importlib.metadata (~20 ms), which
-        # `list --json` does not need.
-        from tabulate import tabulate
-
-        out.append(
-            tabulate(table, headers=cols.headers(), tablefmt="simple", disable_numparse=True)
-        )
+        out.append(format_table(cols.headers(), table))
     out.append("")
     out += wrap(_versions_text(snapshot), width)
     out += wrap(_status_text(snapshot, style.verbosity >= 2), width)
@@ -253,6 +255,12 @@ def render_list(
         f"{len(resolution.devices)} CUDA device(s) visible",
         width,
     )
+    if style.verbosity >= 2 and inventory.rows:
+        out.append("")
+        out.append("UUIDs:")
+        out += [
+            line for ident in _identities(inventory) for line in wrap(ident, width, indent="  ")
+        ]
     if style.verbosity >= 2:
         procs = _processes(snapshot)
         if procs:

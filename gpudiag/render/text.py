@@ -36,7 +36,8 @@ def shorten(text: str, limit: int = MAX_VALUE_CHARS) -> str:
     """``text`` cut to about ``limit`` characters, saying its full length."""
     if len(text) <= limit:
         return text
-    return f"{text[: limit - 1]}…[{len(text)} chars]"
+    suffix = f"…[{len(text)} chars]"
+    return text[: max(1, limit - len(suffix))] + suffix
 
 
 def esc(value: object, limit: int = MAX_VALUE_CHARS) -> str:
