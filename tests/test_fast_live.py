@@ -298,3 +298,23 @@ def test_check_auto_goes_deep_for_a_cpu_build_beside_gpus(monkeypatch: pytest.Mo
     assert "INV-TORCH-SEES-NONE" in codes
     # Fast mode never deepens.
     assert machine.load_machine(None, torch="fast") is fast
+
+
+def test_gputil_child_uses_stdlib_distutils_before_3_12(monkeypatch: pytest.MonkeyPatch) -> None:
+    # setuptools' distutils shim made `import GPUtil` cost 0.16-0.5 s here.
+    from gpudiag.backends.gputil import collect_gputil
+    from gpudiag.backends.subproc import ChildResult
+
+    monkeypatch.delenv("SETUPTOOLS_USE_DISTUTILS", raising=False)
+    seen: dict[str, str] = {}
+
+    def runner(argv: Any, env: Any, timeout_s: float) -> ChildResult:
+        seen.update(env)
+        return ChildResult(0, json.dumps({"gpus": []}) + "\n", "")
+
+    collect_gputil(runner=runner)
+    expected = "stdlib" if sys.version_info < (3, 12) else None
+    assert seen.get("SETUPTOOLS_USE_DISTUTILS") == expected
+    monkeypatch.setenv("SETUPTOOLS_USE_DISTUTILS", "local")  # the user's choice wins
+    collect_gputil(runner=runner)
+    assert seen["SETUPTOOLS_USE_DISTUTILS"] == "local"

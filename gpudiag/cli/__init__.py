@@ -25,7 +25,9 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except GpudiagInputError as exc:
-            click.echo(f"gpudiag: error: {exc}", err=True)
+            from gpudiag.render.text import safe  # escaped: the message may echo input
+
+            click.echo(f"gpudiag: error: {safe(str(exc))}", err=True)
             ctx.exit(BAD_INPUT)
         except OSError as exc:
             if exc.errno == errno.EPIPE:
