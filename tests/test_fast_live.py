@@ -74,11 +74,10 @@ _COMMANDS = {
 }
 
 
-@pytest.mark.parametrize("name", list(_COMMANDS))
-def test_live_paths_never_import_torch_or_numpy(tmp_path: Path, name: str) -> None:
+def _run_poisoned(tmp_path: Path, args: list[str]) -> tuple[subprocess.CompletedProcess[str], Path]:
     env, marker = _poisoned_env(tmp_path)
     proc = subprocess.run(
-        [sys.executable, *_COMMANDS[name]],
+        [sys.executable, *args],
         env=env,
         cwd=tmp_path,
         capture_output=True,
@@ -86,6 +85,12 @@ def test_live_paths_never_import_torch_or_numpy(tmp_path: Path, name: str) -> No
         timeout=120,
         check=False,
     )
+    return proc, marker
+
+
+@pytest.mark.parametrize("name", list(_COMMANDS))
+def test_live_paths_never_import_torch_or_numpy(tmp_path: Path, name: str) -> None:
+    proc, marker = _run_poisoned(tmp_path, _COMMANDS[name])
     assert proc.returncode in (0, 1), proc.stderr
     assert not marker.exists(), marker.read_text()
     # The version came from torch/version.py, read as text.
@@ -94,16 +99,7 @@ def test_live_paths_never_import_torch_or_numpy(tmp_path: Path, name: str) -> No
 
 def test_deep_does_import_torch(tmp_path: Path) -> None:
     # The poison works: --deep asks torch in a child, which trips it.
-    env, marker = _poisoned_env(tmp_path)
-    proc = subprocess.run(
-        [sys.executable, "-m", "gpudiag", "list", "--deep", "--json"],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    proc, marker = _run_poisoned(tmp_path, ["-m", "gpudiag", "list", "--deep", "--json"])
     assert proc.returncode == 0, proc.stderr
     assert "torch imported by" in marker.read_text()
     doc = json.loads(proc.stdout)

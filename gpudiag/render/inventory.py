@@ -144,7 +144,7 @@ def _status_text(snapshot: Snapshot, verbose: bool) -> str:
         if src is None:
             parts.append(f"{name} not recorded")
         elif src.status == "skipped" and name == "torch":
-            parts.append("torch not imported")
+            parts.append("torch from its files")
         elif src.reason and verbose:
             parts.append(f"{name} {src.status} ({src.reason})")
         else:
@@ -171,14 +171,15 @@ def torch_text(snapshot: Snapshot) -> str:
     return text
 
 
-def not_asked_line(snapshot: Snapshot) -> str | None:
+def not_asked_line(snapshot: Snapshot, *, with_version: bool = True) -> str | None:
     """The one line saying what torch was not asked (live runs without --deep)."""
     src = snapshot.sources.get("torch")
     if src is None or src.status != "skipped" or snapshot.torch is None:
         return None
+    name = f"torch {torch_text(snapshot)}" if with_version else "torch"
     return (
-        f"torch {torch_text(snapshot)} was not imported: its device count, arch list and "
-        "CUDA start-up errors are not checked (--deep asks it, ~seconds)."
+        f"{name} was not imported: its device count, arch list and CUDA start-up errors "
+        "are not checked (--deep asks it, ~seconds)."
     )
 
 
@@ -245,7 +246,7 @@ def render_list(
     out.append("")
     out += wrap(_versions_text(snapshot), width)
     out += wrap(_status_text(snapshot, style.verbosity >= 2), width)
-    asked = not_asked_line(snapshot)
+    asked = not_asked_line(snapshot, with_version=False)  # the line above names it
     if asked:
         out += wrap(asked, width)
     cvd = resolution.spec
