@@ -45,12 +45,16 @@ class GpuConfigError(RuntimeError):
         super().__init__("\n".join(lines))
 
 
-def _machine(snapshot: str | Snapshot | None) -> Snapshot:
+def _machine(snapshot: str | Snapshot | None, deep: bool = False) -> Snapshot:
     if isinstance(snapshot, Snapshot):
         return snapshot
     from gpudiag.machine import load_machine
 
-    return load_machine(None if snapshot is None else str(snapshot))
+    # Without deep, torch is imported (in a child) only when its installed build
+    # points at a problem: a job start should not pay seconds for torch twice.
+    return load_machine(
+        None if snapshot is None else str(snapshot), torch="deep" if deep else "auto"
+    )
 
 
 def check(
@@ -69,17 +73,19 @@ def check(
     amp: str | None = None,
     expect_gpus: int | None = None,
     env: Mapping[str, str] | None = None,
+    deep: bool = False,
 ) -> Report:
     """Run ``gpudiag check`` from Python; same keywords as :func:`gpudiag.core.check.run_check`.
 
     Args:
         snapshot: a snapshot file path, a :class:`Snapshot`, or None for this machine.
         env: launcher variables; default ``os.environ``.
+        deep: also import torch in a child process (``gpudiag check --deep``).
 
     Returns:
         The :class:`Report` (``report.ok``, ``report.findings``, ``report.to_json()``).
     """
-    machine = _machine(snapshot)
+    machine = _machine(snapshot, deep)
     driver = None
     if snapshot is None:
         from gpudiag.machine import live_driver_asker
@@ -147,6 +153,7 @@ def guard(
     strict: bool = False,
     snapshot: str | Snapshot | None = None,
     env: Mapping[str, str] | None = None,
+    deep: bool = False,
 ) -> Report:
     """Check before training starts; raise :class:`GpuConfigError` when it would fail.
 
@@ -181,6 +188,7 @@ def guard(
         amp=amp,
         expect_gpus=expect_gpus,
         env=env,
+        deep=deep,
     )
     extra: list[Finding] = []
     if initialised:

@@ -118,10 +118,12 @@ class GputilGpu:
 class SourceStatus:
     """Whether one source could be read.
 
-    ``status`` is ``ok``, ``unavailable`` (not installed / no driver) or ``error``.
+    ``status`` is ``ok``, ``unavailable`` (not installed / no driver), ``error``,
+    or ``skipped`` (present but not asked, e.g. torch without ``--deep``: its
+    version is read from its files and ``reason`` says what was not asked).
     """
 
-    status: Literal["ok", "unavailable", "error"]
+    status: Literal["ok", "unavailable", "error", "skipped"]
     reason: str | None = None
 
 

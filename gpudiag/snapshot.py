@@ -330,8 +330,10 @@ def _sources_from_json(raw: object) -> dict[str, SourceStatus]:
         w = f"sources.{name}"
         s = _obj(item, w)
         status = _req(s, "status", str, w)
-        if status not in ("ok", "unavailable", "error"):
-            raise SnapshotError(f"{w}.status must be ok, unavailable or error, not {status!r}")
+        if status not in ("ok", "unavailable", "error", "skipped"):
+            raise SnapshotError(
+                f"{w}.status must be ok, unavailable, error or skipped, not {status!r}"
+            )
         out[str(name)] = SourceStatus(status=status, reason=_opt(s, "reason", str, w))
     return out
 

@@ -31,7 +31,10 @@ def _no_launcher_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def invoke(fixture: str, *args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
     result = CliRunner().invoke(
-        main, ["check", "--snapshot", str(fixture_path(fixture)), *args], env=env
+        main,
+        ["check", "--snapshot", str(fixture_path(fixture)), *args],
+        # Wide: these tests are about content, not wrapping (tests/test_screen.py).
+        env={"COLUMNS": "300", **(env or {})},
     )
     return result.exit_code, result.stdout, result.stderr
 

@@ -8,6 +8,7 @@ import pytest
 
 from gpudiag.core.visibility import apply_driver_mapping, resolve_visible
 from gpudiag.render.mapping import render_mapping, resolution_to_json, short_pci_bus_id
+from gpudiag.render.text import Style
 
 from .conftest import load_fixture
 
@@ -23,10 +24,10 @@ GOLDEN: list[tuple[str, str | None, str | None, str]] = [
         "3,GPU-9dfb,-1,1",
         None,
         """\
-cuda:0 → GPU 3 (nvidia-smi index 3, GPU-6301bbfc…, 0000:4E:00.0, NVIDIA A100-SXM4-80GB)
+cuda:0 → GPU 3 (GPU-6301bbfc…, 0000:4E:00.0, NVIDIA A100-SXM4-80GB)
 
 How CUDA_VISIBLE_DEVICES="3,GPU-9dfb,-1,1" was read (CUDA_DEVICE_ORDER=FASTEST_FIRST):
-  1. "3" → integer 3 → GPU 3 (nvidia-smi index 3) → cuda:0
+  1. "3" → integer 3 → GPU 3 → cuda:0
   2. "GPU-9dfb" → a UUID after integer entries (CUDA does not mix indices and UUIDs): \
 the list ends here; later entries are ignored
   3. "-1" → ignored: the list ended at entry 2
@@ -39,12 +40,12 @@ the list ends here; later entries are ignored
         "1,0",
         None,
         """\
-cuda:0 → GPU 3 (nvidia-smi index 3, GPU-9ad9b9a2…, 0000:4B:00.0, NVIDIA GeForce RTX 3090)
-cuda:1 → GPU 1 (nvidia-smi index 1, GPU-2330fcf1…, 0000:21:00.0, NVIDIA GeForce RTX 3090)
+cuda:0 → GPU 3 (GPU-9ad9b9a2…, 0000:4B:00.0, NVIDIA GeForce RTX 3090)
+cuda:1 → GPU 1 (GPU-2330fcf1…, 0000:21:00.0, NVIDIA GeForce RTX 3090)
 
 How CUDA_VISIBLE_DEVICES="1,0" was read (CUDA_DEVICE_ORDER=FASTEST_FIRST):
-  1. "1" → integer 1 → FASTEST_FIRST position 1 → GPU 3 (nvidia-smi index 3) → cuda:0
-  2. "0" → integer 0 → FASTEST_FIRST position 0 → GPU 1 (nvidia-smi index 1) → cuda:1
+  1. "1" → integer 1 → FASTEST_FIRST position 1 → GPU 3 → cuda:0
+  2. "0" → integer 0 → FASTEST_FIRST position 0 → GPU 1 → cuda:1
 """
         + RULES,
     ),
@@ -54,7 +55,7 @@ How CUDA_VISIBLE_DEVICES="1,0" was read (CUDA_DEVICE_ORDER=FASTEST_FIRST):
         None,
         """\
 cuda:0 → MIG device MIG-8df08078…, GPU instance 1, compute instance 0, 19968 MiB on GPU 0 \
-(nvidia-smi index 0, GPU-99356597…, 0000:17:00.0, NVIDIA A100-SXM4-40GB)
+(GPU-99356597…, 0000:17:00.0, NVIDIA A100-SXM4-40GB)
 
 CUDA_VISIBLE_DEVICES is unset: CUDA enumerates every GPU it can (CUDA_DEVICE_ORDER=FASTEST_FIRST).
 """
@@ -84,8 +85,8 @@ No CUDA device is visible.
 
 How CUDA_VISIBLE_DEVICES="00,0" was read (CUDA_DEVICE_ORDER=PCI_BUS_ID):
   1. "00" → integer 0 (read like strtoul: sign and leading digits only) → GPU 0 \
-(nvidia-smi index 0) → dropped: entry 2 duplicates an entry
-  2. "0" → integer 0 → GPU 0 (nvidia-smi index 0) → duplicate of entry 1: CUDA then \
+→ dropped: entry 2 duplicates an entry
+  2. "0" → integer 0 → GPU 0 → duplicate of entry 1: CUDA then \
 exposes no device at all
 """
         + RULES,
@@ -96,7 +97,9 @@ exposes no device at all
 @pytest.mark.parametrize(("name", "spec", "order", "expected"), GOLDEN)
 def test_golden(name: str, spec: str | None, order: str | None, expected: str) -> None:
     snapshot = load_fixture(name)
-    assert render_mapping(resolve_visible(spec, order, snapshot), snapshot) == expected
+    # Wide enough not to wrap: this is about content; test_screen.py tests the layout.
+    wide = Style(width=300)
+    assert render_mapping(resolve_visible(spec, order, snapshot), snapshot, wide) == expected
 
 
 def test_driver_method_line() -> None:
@@ -105,7 +108,7 @@ def test_driver_method_line() -> None:
     driver = apply_driver_mapping(rules, ["GPU-2330fcf1-562a-e4b8-4866-8d77e827062c"], MIXED4)
     text = render_mapping(driver, MIXED4)
     assert text.splitlines()[0] == (
-        "cuda:0 → GPU 1 (nvidia-smi index 1, GPU-2330fcf1…, 0000:21:00.0, NVIDIA GeForce RTX 3090)"
+        "cuda:0 → GPU 1 (GPU-2330fcf1…, 0000:21:00.0, NVIDIA GeForce RTX 3090)"
     )
     assert "Method: driver (the CUDA driver enumerated these devices in a fresh process)" in text
     assert "uncertain" not in text

@@ -111,7 +111,7 @@ def _mutated(change: str) -> dict:
         ),
         (
             "doc['sources'] = {'nvml': {'status': 'fine'}}",
-            "sources.nvml.status must be ok, unavailable or error, not 'fine'",
+            "sources.nvml.status must be ok, unavailable, error or skipped, not 'fine'",
         ),
         (
             "doc['torch'] = {'devices': [{'name': 'x'}]}",

@@ -54,7 +54,8 @@ CASES: list[tuple[str, str, str | None, list[tuple[int, str | None]], set[str]]]
 
 
 def _invoke(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(main, list(args))
+    # Wide: these tests are about content, not wrapping (tests/test_screen.py).
+    result = CliRunner().invoke(main, list(args), env={"COLUMNS": "300"})
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise result.exception
     return result.exit_code, result.stdout, result.stderr
@@ -106,13 +107,11 @@ def test_list_json(
             "3,1",
             None,
             [
-                "cuda:0 → GPU 3 (nvidia-smi index 3, GPU-6301bbfc…, 0000:4E:00.0, "
-                "NVIDIA A100-SXM4-80GB)",
-                "cuda:1 → GPU 1 (nvidia-smi index 1, GPU-3ceaaf30…, 0000:0F:00.0, "
-                "NVIDIA A100-SXM4-80GB)",
+                "cuda:0 → GPU 3 (GPU-6301bbfc…, 0000:4E:00.0, NVIDIA A100-SXM4-80GB)",
+                "cuda:1 → GPU 1 (GPU-3ceaaf30…, 0000:0F:00.0, NVIDIA A100-SXM4-80GB)",
                 'How CUDA_VISIBLE_DEVICES="3,1" was read (CUDA_DEVICE_ORDER=FASTEST_FIRST):',
-                '  1. "3" → integer 3 → GPU 3 (nvidia-smi index 3) → cuda:0',
-                '  2. "1" → integer 1 → GPU 1 (nvidia-smi index 1) → cuda:1',
+                '  1. "3" → integer 3 → GPU 3 → cuda:0',
+                '  2. "1" → integer 1 → GPU 1 → cuda:1',
                 "Method: rules (CUDA's documented rules; not confirmed by the driver)",
             ],
         ),
@@ -130,7 +129,7 @@ def test_list_json(
             None,
             [
                 "cuda:0 → MIG device MIG-c498b6e7…, GPU instance 8, compute instance 0, "
-                "4864 MiB on GPU 0 (nvidia-smi index 0, GPU-99356597…, 0000:17:00.0, "
+                "4864 MiB on GPU 0 (GPU-99356597…, 0000:17:00.0, "
                 "NVIDIA A100-SXM4-40GB)"
             ],
         ),
@@ -139,8 +138,7 @@ def test_list_json(
             "0",
             "PCI_BUS_ID",
             [
-                "cuda:0 → GPU 0 (nvidia-smi index 0, GPU-78b7d0ac…, 0000:01:00.0, "
-                "NVIDIA GeForce GTX 1080 Ti)",
+                "cuda:0 → GPU 0 (GPU-78b7d0ac…, 0000:01:00.0, NVIDIA GeForce GTX 1080 Ti)",
                 'How CUDA_VISIBLE_DEVICES="0" was read (CUDA_DEVICE_ORDER=PCI_BUS_ID):',
             ],
         ),

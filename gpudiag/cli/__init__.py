@@ -13,8 +13,8 @@ from typing import Any
 
 import click
 
-from gpudiag import __version__
 from gpudiag.cli.exitcodes import BAD_INPUT
+from gpudiag.cli.version import print_version
 from gpudiag.errors import GpudiagInputError
 
 
@@ -25,7 +25,9 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except GpudiagInputError as exc:
-            click.echo(f"gpudiag: error: {exc}", err=True)
+            from gpudiag.render.text import safe  # escaped: the message may echo input
+
+            click.echo(f"gpudiag: error: {safe(str(exc))}", err=True)
             ctx.exit(BAD_INPUT)
         except OSError as exc:
             if exc.errno == errno.EPIPE:
@@ -60,9 +62,17 @@ Examples:
 
 \b
 Exit codes: 0 ok; 1 errors found (or warnings with --strict) or a probe
-failed; 2 bad input; 3 a probe timed out. See docs/cli.md.""",
+failed; 2 bad input; 3 a probe timed out. `gpudiag explain CODE` documents a
+finding; `gpudiag --version` names the torch, driver and Python in use.""",
 )
-@click.version_option(__version__, prog_name="gpudiag")
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=print_version,
+    help="Show gpudiag's version and the Python, torch and NVIDIA driver it runs with.",
+)
 def main() -> None:
     """Which physical GPUs will a PyTorch job really get, and will it work?"""
 
@@ -71,6 +81,7 @@ def _register() -> None:
     # Imported here, not at the top, only to keep the registration in one place;
     # none of these modules imports torch or pynvml at import time.
     from gpudiag.cli.check_cmd import check
+    from gpudiag.cli.explain_cmd import explain
     from gpudiag.cli.list_cmd import list_cmd
     from gpudiag.cli.probe_cmd import probe
     from gpudiag.cli.snapshot_cmd import snapshot
@@ -79,6 +90,7 @@ def _register() -> None:
     main.add_command(snapshot)
     main.add_command(check)
     main.add_command(probe)
+    main.add_command(explain)
 
 
 _register()

@@ -7,7 +7,14 @@ import os
 import click
 
 from gpudiag.cli.exitcodes import FAILED, OK
-from gpudiag.cli.options import json_option, snapshot_option, visible_options
+from gpudiag.cli.options import (
+    deep_option,
+    human_style,
+    json_option,
+    output_options,
+    snapshot_option,
+    visible_options,
+)
 from gpudiag.errors import GpudiagInputError
 from gpudiag.parsing import parse_int, parse_int_list
 
@@ -22,10 +29,16 @@ Examples:
   gpudiag check --nproc-per-node 8 --backend nccl # before torchrun
   gpudiag check --expect-gpus 4 --strict          # pre-job script: exit 1 if not clean
   gpudiag check --snapshot node.json --json       # replay a saved machine
+  gpudiag check -q                                # the verdict line and errors only
+  gpudiag explain HEALTH-DRIVER-TOO-OLD           # what a finding means, how to fix it
 
 \b
 Device ids are cuda ordinals under CUDA_VISIBLE_DEVICES (cuda:0 is the first
 visible GPU), exactly as torch.nn.DataParallel reads them.
+
+\b
+torch is not imported unless --deep is given or its installed build points at a
+problem (a CPU-only build beside GPUs, a CUDA build newer than the driver).
 
 \b
 Exit codes: 0 no errors (warnings allowed); 1 errors, or warnings with
@@ -108,6 +121,8 @@ def _choice(name: str, text: str | None, choices: tuple[str, ...]) -> str | None
     "--expect-gpus", metavar="N", default=None, help="Error unless exactly N GPUs are visible."
 )
 @click.option("--strict", is_flag=True, default=False, help="Exit 1 on warnings too.")
+@deep_option
+@output_options
 @json_option
 def check(
     snapshot_path: str | None,
@@ -123,6 +138,9 @@ def check(
     amp: str | None,
     expect_gpus: str | None,
     strict: bool,
+    deep: bool,
+    quiet: bool,
+    verbose: bool,
     as_json: bool,
 ) -> None:
     """Predict DataParallel/DDP failures and unhealthy GPUs before the job runs.
@@ -151,7 +169,8 @@ def check(
     from gpudiag.render.report import render_report, report_json
 
     parse_module_device(module_device)
-    machine = load_machine(snapshot_path)
+    style = human_style(quiet, verbose)
+    machine = load_machine(snapshot_path, torch="deep" if deep else "auto")
     report = run_check(
         machine,
         visible=FROM_SNAPSHOT if visible is None else visible,
@@ -164,6 +183,6 @@ def check(
     if as_json:
         click.echo(report_json(report))
     else:
-        click.echo(render_report(report, strict=strict))
+        click.echo(render_report(report, strict=strict, style=style))
     code = report.exit_code(strict=strict)
     click.get_current_context().exit(FAILED if code else OK)

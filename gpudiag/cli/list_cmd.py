@@ -7,7 +7,14 @@ import json
 import click
 
 from gpudiag.cli.exitcodes import OK
-from gpudiag.cli.options import json_option, snapshot_option, visible_options
+from gpudiag.cli.options import (
+    deep_option,
+    human_style,
+    json_option,
+    output_options,
+    snapshot_option,
+    visible_options,
+)
 
 
 @click.command(
@@ -19,18 +26,29 @@ Examples:
   gpudiag list --visible 2,0            # cuda:0 is nvidia-smi GPU 2, cuda:1 is GPU 0
   gpudiag list --visible GPU-9e8d       # a UUID prefix, as Slurm may hand out
   gpudiag list --snapshot node.json     # a machine captured by `gpudiag snapshot`
+  gpudiag list -v --deep                # full UUIDs, processes, and torch's own view
 
 \b
-The NVML column is nvidia-smi's index; the CUDA column is the cuda:N ordinal the
-GPU gets under CUDA_VISIBLE_DEVICES / CUDA_DEVICE_ORDER (blank: hidden). Exit
-status is 0 whenever a report could be made, zero GPUs and no driver included;
-2 for bad input (e.g. a malformed --snapshot file).""",
+The GPU column is nvidia-smi's index; the CUDA column is the cuda:N ordinal the
+GPU gets under CUDA_VISIBLE_DEVICES / CUDA_DEVICE_ORDER (blank: hidden). "Seen
+by" appears only where NVML, torch and GPUtil disagree. Without --deep, torch is
+not imported (one line says so). `gpudiag explain CODE` documents a finding.
+Exit status is 0 whenever a report could be made, zero GPUs and no driver
+included; 2 for bad input (e.g. a malformed --snapshot file).""",
 )
 @snapshot_option
 @visible_options
+@deep_option
+@output_options
 @json_option
 def list_cmd(
-    snapshot_path: str | None, visible: str | None, order: str | None, as_json: bool
+    snapshot_path: str | None,
+    visible: str | None,
+    order: str | None,
+    deep: bool,
+    quiet: bool,
+    verbose: bool,
+    as_json: bool,
 ) -> None:
     """List the GPUs, which sources see them, and their CUDA ordinals."""
     from gpudiag.core.inventory import build_inventory
@@ -39,7 +57,8 @@ def list_cmd(
     from gpudiag.render.inventory import list_to_json, render_list
     from gpudiag.render.mapping import render_mapping, resolution_to_json
 
-    snapshot = load_machine(snapshot_path)
+    style = human_style(quiet, verbose)
+    snapshot = load_machine(snapshot_path, torch="deep" if deep else "fast")
     spec = visible if visible is not None else snapshot.cuda_visible_devices
     effective_order = order if order is not None else snapshot.cuda_device_order
     # Live: the CUDA driver confirms the rules' mapping; a snapshot has only the rules.
@@ -55,6 +74,8 @@ def list_cmd(
         raise SystemExit(OK)
     # The explicit cuda:N → GPU table when a mapping was asked for or is in force.
     explicit = spec is not None or effective_order is not None
-    mapping = render_mapping(resolution, snapshot) if explicit and snapshot.gpus else None
-    text = render_list(snapshot, inventory, resolution, findings, mapping_text=mapping)
+    mapping = None
+    if explicit and snapshot.gpus and style.verbosity:
+        mapping = render_mapping(resolution, snapshot, style)
+    text = render_list(snapshot, inventory, resolution, findings, mapping_text=mapping, style=style)
     click.echo(text, nl=False)

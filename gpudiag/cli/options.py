@@ -68,3 +68,58 @@ def child_visible_options(func: F) -> F:
         order_help="Run the children with CUDA_DEVICE_ORDER=ORDER (PCI_BUS_ID = "
         "nvidia-smi order; FASTEST_FIRST = CUDA's default).",
     )
+
+
+def output_options(func: F) -> F:
+    """``-q``/``-v``: how much human output (JSON is unaffected)."""
+    func = click.option(
+        "-v",
+        "--verbose",
+        is_flag=True,
+        default=False,
+        help="More detail: full UUIDs, processes, every probe check.",
+    )(func)
+    return click.option(
+        "-q",
+        "--quiet",
+        is_flag=True,
+        default=False,
+        help="Only the verdict line and the errors.",
+    )(func)
+
+
+def deep_option(func: F) -> F:
+    """``--deep``: import torch in a child for what only torch can tell."""
+    return click.option(
+        "--deep",
+        is_flag=True,
+        default=False,
+        help="Also import torch (in a child process, seconds): its own device count, arch "
+        "list and CUDA start-up errors. Without it torch's version and CUDA build are read "
+        "from its installed files.",
+    )(func)
+
+
+def human_style(quiet: bool, verbose: bool) -> Any:
+    """The :class:`gpudiag.render.text.Style` for this terminal: its width
+    (``COLUMNS`` first), colour on a TTY unless ``NO_COLOR`` is set, and -q/-v.
+
+    Raises:
+        GpudiagInputError: -q and -v together.
+    """
+    from gpudiag.errors import GpudiagInputError
+    from gpudiag.render.text import Style, colour_wanted, terminal_width
+
+    if quiet and verbose:
+        raise GpudiagInputError("-q/--quiet and -v/--verbose cannot be used together")
+    import sys
+
+    try:
+        isatty = sys.stdout.isatty()
+    except (AttributeError, ValueError):  # a closed or stand-in stream
+        isatty = False
+    return Style(
+        width=terminal_width(),
+        colour=colour_wanted(isatty),
+        verbosity=0 if quiet else 2 if verbose else 1,
+    )

@@ -5,14 +5,19 @@ from __future__ import annotations
 import json
 import math
 import os
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import click
 
 from gpudiag.cli.exitcodes import FAILED, OK, TIMEOUT
-from gpudiag.cli.options import child_visible_options, json_option
+from gpudiag.cli.options import child_visible_options, human_style, json_option, output_options
 from gpudiag.errors import GpudiagInputError
 from gpudiag.parsing import parse_int_list
+
+if TYPE_CHECKING:
+    from gpudiag.probes.runner import ProbePlan
+    from gpudiag.render.progress import Progress
+    from gpudiag.render.text import Style
 
 _EPILOG = """\b
 Probes (each trains a small model and checks numbers, not "did not crash"):
@@ -43,8 +48,12 @@ the table for all ranks. Every probe runs in child processes that are
 killed at --timeout; a hang says which ranks arrived.
 
 \b
+Progress goes to stderr (one line rewritten in place on a terminal, one line
+per stage otherwise); the report is one row per probe, details with -v.
+
+\b
 Exit codes: 0 all passed; 1 a probe failed; 2 bad input; 3 a probe timed
-out or hung. See docs/probes.md."""
+out or hung. A failed check names the rule it broke (-v shows every check)."""
 
 
 @click.command(
@@ -89,6 +98,7 @@ out or hung. See docs/probes.md."""
     help="Hard wall-clock limit per probe, in seconds; past it every child is "
     "killed and the probe reported as hung (exit 3).",
 )
+@output_options
 @json_option
 def probe(
     which: str,
@@ -98,6 +108,8 @@ def probe(
     nproc: int | None,
     device: str | None,
     timeout_s: float,
+    quiet: bool,
+    verbose: bool,
     as_json: bool,
 ) -> None:
     """Run short training probes (single, dp, ddp, amp) and verify the numbers."""
@@ -112,6 +124,8 @@ def probe(
         run_probes,
     )
     from gpudiag.render.probe import render_probe_json, render_probe_table
+
+    style = human_style(quiet, verbose)
 
     if not math.isfinite(timeout_s) or timeout_s <= 0:
         raise GpudiagInputError(f"--timeout must be a positive number of seconds (got {timeout_s})")
@@ -141,18 +155,41 @@ def probe(
         order=order,
         launch=launch,
     )
-    report = run_probes(plan)
+    progress = (
+        _progress(plan, style) if (launch is None or launch.rank == 0) and not quiet else None
+    )
+    try:
+        report = run_probes(plan, on_event=None if progress is None else progress.event)
+    finally:
+        if progress is not None:
+            progress.end()
     # Across ranks only rank 0 prints: it holds every rank's row.
     if report.rank == 0:
         if as_json:
             click.echo(json.dumps(render_probe_json(report), indent=2))
         else:
-            click.echo(render_probe_table(report))
+            click.echo(render_probe_table(report, style))
     elif report.overall != "pass":
         failed = ", ".join(f"{p.probe}: {p.status}" for p in report.probes if p.status != "pass")
         click.echo(f"gpudiag probe: rank {report.rank}: {failed}", err=True)
     code = {"pass": OK, "fail": FAILED, "timeout": TIMEOUT}[report.overall]
     click.get_current_context().exit(code)
+
+
+def _progress(plan: ProbePlan, style: Style) -> Progress:
+    """Progress on stderr, its first line written now (before any child starts)."""
+    import sys
+
+    from gpudiag.render.progress import Progress
+
+    try:
+        live = sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        live = False
+    progress = Progress(sys.stderr, live=live, width=style.width)
+    ddp_here = "ddp" in plan.probes and plan.launch is None
+    progress.begin(plan.probes, plan.device, plan.nproc if ddp_here else 1)
+    return progress
 
 
 def _parse_device_ids(text: str | None) -> tuple[int, ...] | None:

@@ -16,9 +16,11 @@ Examples:
   gpudiag check --snapshot node17.json --visible 1,2 --device-ids 0,1
 
 \b
-The schema (gpudiag-snapshot/1) is documented in docs/snapshot.md. The capture
-records CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER, and the CUDA driver's own
-enumeration order (cuda_order) when a driver is present.""",
+The document's "schema" field names its format (gpudiag-snapshot/1, described
+in snapshot.md of gpudiag's documentation). The capture records
+CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER, and the CUDA driver's own
+enumeration order (cuda_order) when a driver is present. Unlike list and
+check, it always asks torch (in a child process), as --deep does.""",
 )
 @click.option(
     "-o",

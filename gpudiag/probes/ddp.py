@@ -121,9 +121,13 @@ def run(ctx: WorkerContext) -> ProbeResult:
             largest = bandwidth[-1]
             message = (
                 f"{ctx.world_size} ranks ({backend}): parameters bit-identical across ranks "
-                f"and match the combined-batch run; all-reduce "
-                f"{largest.size_bytes // 1024} KiB busbw {largest.busbw_gbps:.3g} GB/s"
+                "and match the combined-batch run"
             )
+            if ctx.world_size > 1:  # one rank moves no data: no bandwidth to show
+                message += (
+                    f"; all-reduce {largest.size_bytes // 1024} KiB busbw "
+                    f"{largest.busbw_gbps:.3g} GB/s"
+                )
         else:
             message = f"failed: {failed_names(checks)}"
         figures = {

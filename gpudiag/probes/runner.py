@@ -27,7 +27,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -218,6 +218,8 @@ class _Child:
     results: dict[str, ProbeResult] = field(default_factory=dict)
     done_at: float | None = None
     offset: int = 0
+    #: Called with (rank, event) for each event read: progress on stderr.
+    on_event: Callable[[int, dict[str, Any]], None] | None = None
 
     def read_events(self, now: float) -> None:
         """Consumes complete lines appended since the last call."""
@@ -236,6 +238,8 @@ class _Child:
                 self._apply(json.loads(line), now)
 
     def _apply(self, event: dict[str, Any], now: float) -> None:
+        if self.on_event is not None:
+            self.on_event(self.rank, event)
         kind = event.get("ev")
         if kind == "ready":
             self.ready_at = now
@@ -272,7 +276,9 @@ class _Outcome:
     limit_s: float = 0.0
 
 
-def run_probes(plan: ProbePlan) -> ProbeReport:
+def run_probes(
+    plan: ProbePlan, on_event: Callable[[int, dict[str, Any]], None] | None = None
+) -> ProbeReport:
     """Runs the plan's probes in child processes; never raises for a probe failure.
 
     Every child is killed (its whole process group) and the temp dir removed
@@ -293,6 +299,7 @@ def run_probes(plan: ProbePlan) -> ProbeReport:
             run_id = uuid.uuid4().hex[:12]  # one per run: every rank's key prefix
             for child_rank, probes in assignments:
                 children.append(_spawn(plan, tmp, child_rank, world_size, probes, threads, run_id))
+                children[-1].on_event = on_event
             outcome = _monitor(children, plan.timeout_s)
     finally:
         _kill_all(children)

@@ -5,25 +5,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from gpudiag.core.cudacompat import driver_supports
 from gpudiag.core.inventory import Inventory, InventoryRow
-from gpudiag.model import Finding, Resolution, Snapshot, short_uuid, uuid_key
+from gpudiag.model import Finding, Gpu, Resolution, Snapshot, uuid_key
 from gpudiag.render.findings import render_findings, sort_findings
+from gpudiag.render.mapping import short_pci_bus_id
+from gpudiag.render.table import format_table
+from gpudiag.render.text import PLAIN, Style, esc, safe, wrap
 from gpudiag.snapshot import gpu_to_json
 
 #: Version of the ``gpudiag list --json`` document (docs/cli.md).
 LIST_SCHEMA = "gpudiag-list/1"
-
-HEADERS = (
-    "NVML",
-    "CUDA",
-    "Name",
-    "UUID",
-    "PCI bus",
-    "Memory used/total",
-    "Util",
-    "Temp",
-    "Seen by",
-)
 
 
 def _na(value: object, suffix: str = "") -> str:
@@ -33,50 +25,95 @@ def _na(value: object, suffix: str = "") -> str:
 def _memory(used: int | None, total: int | None) -> str:
     if used is None and total is None:
         return "n/a"
-    return f"{_na(used)} / {_na(total)} MiB"
+    if used is None:
+        return f"{total} MiB"
+    return f"{used} / {_na(total)} MiB"
 
 
 def _ordinals(values: tuple[int, ...]) -> str:
     return ",".join(str(v) for v in values)
 
 
-def _gpu_rows(row: InventoryRow, resolution: Resolution | None) -> list[list[str]]:
+def _bus(pci_bus_id: str | None) -> str:
+    """``00000000:07:00.0`` → ``07:00.0`` (domain 0, as nvidia-smi's table prints it)."""
+    if pci_bus_id is None:
+        return "n/a"
+    domain, sep, rest = pci_bus_id.partition(":")
+    if sep and domain.strip("0") == "":
+        return esc(rest, 13)
+    return esc(short_pci_bus_id(pci_bus_id), 13)
+
+
+def _procs(gpu: Gpu) -> str:
+    return "n/a" if "processes" in gpu.errors else str(len(gpu.processes))
+
+
+def _expected_sources(snapshot: Snapshot) -> tuple[str, ...]:
+    return tuple(
+        name
+        for name in ("nvml", "torch", "gputil")
+        if (src := snapshot.sources.get(name)) is not None and src.status == "ok"
+    )
+
+
+class _Columns:
+    """The table's columns for this output: "Seen by" only where the sources disagree."""
+
+    def __init__(self, inventory: Inventory, snapshot: Snapshot) -> None:
+        expected = _expected_sources(snapshot)
+        self.seen = any(row.seen_by != expected for row in inventory.rows)
+        self.expected = expected
+
+    def headers(self) -> list[str]:
+        heads = ["GPU", "CUDA", "Name", "Bus", "Memory", "Util", "Temp", "Procs"]
+        if self.seen:
+            heads.append("Seen by")
+        return heads
+
+    def row(self, cells: list[str], seen: tuple[str, ...] | None) -> list[str]:
+        out = list(cells)
+        if self.seen:
+            out.append("" if seen is None or seen == self.expected else ",".join(seen) or "-")
+        return out
+
+
+def _identities(inventory: Inventory) -> list[str]:
+    """-v: each GPU's (and MIG device's) full UUID and PCI bus id, one line each."""
+    lines = []
+    for row in inventory.rows:
+        gpu = row.gpu
+        label = f"GPU {gpu.nvml_index}" if gpu is not None else "GPU -"
+        bus = f"  {esc(gpu.pci_bus_id)}" if gpu is not None and gpu.pci_bus_id else ""
+        lines.append(f"{label:<7} {esc(row.uuid or '?')}{bus}")
+        for mig in gpu.mig_devices if gpu is not None else ():
+            lines.append(f"  └ MIG {esc(mig.uuid)}")
+    return lines
+
+
+def _gpu_rows(row: InventoryRow, resolution: Resolution | None, cols: _Columns) -> list[list[str]]:
     gpu = row.gpu
-    seen = ",".join(row.seen_by)
     if gpu is None:
         dev = row.torch_devices[0] if row.torch_devices else None
         util = row.gputil
         name = (dev.name if dev else None) or (util.name if util else None) or "?"
         total = (dev.memory_total_mib if dev else None) or (util.memory_total_mib if util else None)
         ordinal = str(dev.cuda_ordinal) if dev else ""
-        return [["", ordinal, name, short_uuid(row.uuid), "?", _memory(None, total), "", "", seen]]
+        cells = ["-", ordinal, esc(name, 28), "?", _memory(None, total), "", "", ""]
+        return [cols.row(cells, row.seen_by)]
     if gpu.lost:
-        return [
-            [
-                str(gpu.nvml_index),
-                "",
-                "(GPU lost)",
-                short_uuid(gpu.uuid),
-                _na(gpu.pci_bus_id),
-                "n/a",
-                "n/a",
-                "n/a",
-                seen,
-            ]
-        ]
-    rows = [
-        [
-            str(gpu.nvml_index),
-            _ordinals(tuple(o for o in row.cuda_ordinals if not _is_mig(resolution, o))),
-            gpu.name or "?",
-            short_uuid(gpu.uuid),
-            _na(gpu.pci_bus_id),
-            _memory(gpu.memory_used_mib, gpu.memory_total_mib),
-            _na(gpu.utilization_gpu_percent, " %"),
-            _na(gpu.temperature_c, " °C"),
-            seen,
-        ]
+        cells = [str(gpu.nvml_index), "", "(GPU lost)", _bus(gpu.pci_bus_id)] + ["n/a"] * 4
+        return [cols.row(cells, row.seen_by)]
+    cells = [
+        str(gpu.nvml_index),
+        _ordinals(tuple(o for o in row.cuda_ordinals if not _is_mig(resolution, o))),
+        esc(gpu.name or "?", 28),
+        _bus(gpu.pci_bus_id),
+        _memory(gpu.memory_used_mib, gpu.memory_total_mib),
+        _na(gpu.utilization_gpu_percent, " %"),
+        _na(gpu.temperature_c, " °C"),
+        _procs(gpu),
     ]
+    rows = [cols.row(cells, row.seen_by)]
     for mig in gpu.mig_devices:
         ordinal = ""
         if resolution is not None:
@@ -87,19 +124,9 @@ def _gpu_rows(row: InventoryRow, resolution: Resolution | None) -> list[list[str
                     if d.mig_uuid and uuid_key(d.mig_uuid) == uuid_key(mig.uuid)
                 )
             )
-        rows.append(
-            [
-                "",
-                ordinal,
-                f"└ MIG gi={_na(mig.gpu_instance_id)} ci={_na(mig.compute_instance_id)}",
-                short_uuid(mig.uuid),
-                "",
-                _memory(None, mig.memory_total_mib),
-                "",
-                "",
-                "",
-            ]
-        )
+        name = f"└ MIG gi={_na(mig.gpu_instance_id)} ci={_na(mig.compute_instance_id)}"
+        cells = ["", ordinal, name, "", _memory(None, mig.memory_total_mib), "", "", ""]
+        rows.append(cols.row(cells, None))
     return rows
 
 
@@ -109,29 +136,78 @@ def _is_mig(resolution: Resolution | None, ordinal: int) -> bool:
     return any(d.cuda_ordinal == ordinal and d.mig_uuid for d in resolution.devices)
 
 
-def _status_text(snapshot: Snapshot) -> str:
+def _status_text(snapshot: Snapshot, verbose: bool) -> str:
+    """The sources' states; their reasons only under -v (the findings give them)."""
     parts = []
     for name in ("nvml", "torch", "gputil"):
         src = snapshot.sources.get(name)
         if src is None:
             parts.append(f"{name} not recorded")
-        elif src.reason:
+        elif src.status == "skipped" and name == "torch":
+            parts.append("torch from its files")
+        elif src.reason and verbose:
             parts.append(f"{name} {src.status} ({src.reason})")
         else:
             parts.append(f"{name} {src.status}")
-    return "Sources: " + "; ".join(parts)
+    return safe("Sources: " + "; ".join(parts))
+
+
+def torch_text(snapshot: Snapshot) -> str:
+    """``2.4.1+cu124 (CUDA 12.4)``, with the driver's support when it is not full."""
+    torch = snapshot.torch
+    if torch is None or not torch.version:
+        return "n/a"
+    if torch.cpu_only:
+        return f"{esc(torch.version, 40)} (CPU-only build)"
+    text = f"{esc(torch.version, 40)} (CUDA {esc(torch.cuda_version, 20)})"
+    if snapshot.driver_version or snapshot.cuda_driver_version:
+        support = driver_supports(
+            torch.cuda_version, snapshot.cuda_driver_version, snapshot.driver_version
+        )
+        if support.support == "no":
+            text += ", too new for this driver"
+        elif support.support == "minor-compat":
+            text += ", by minor-version compatibility"
+    return text
+
+
+def not_asked_line(snapshot: Snapshot, *, with_version: bool = True) -> str | None:
+    """The one line saying what torch was not asked (live runs without --deep)."""
+    src = snapshot.sources.get("torch")
+    if src is None or src.status != "skipped" or snapshot.torch is None:
+        return None
+    name = f"torch {torch_text(snapshot)}" if with_version else "torch"
+    return (
+        f"{name} was not imported: its device count, arch list and CUDA start-up errors "
+        "are not checked (--deep asks it, ~seconds)."
+    )
 
 
 def _versions_text(snapshot: Snapshot) -> str:
-    torch = snapshot.torch
-    torch_text = "n/a"
-    if torch is not None and torch.version:
-        cuda = "CPU-only build" if torch.cpu_only else f"CUDA {torch.cuda_version}"
-        torch_text = f"{torch.version} ({cuda})"
     return (
-        f"Driver {_na(snapshot.driver_version)} · CUDA driver API "
-        f"{_na(snapshot.cuda_driver_version)} · torch {torch_text}"
+        f"Driver {esc(_na(snapshot.driver_version), 40)} · CUDA driver API "
+        f"{esc(_na(snapshot.cuda_driver_version), 20)} · torch {torch_text(snapshot)}"
     )
+
+
+def quiet_line(snapshot: Snapshot, resolution: Resolution, findings: Sequence[Finding]) -> str:
+    """``list -q``: one line of GPUs, visible devices and finding counts."""
+    counts = {s: sum(1 for f in findings if f.severity == s) for s in ("error", "warning", "info")}
+    return (
+        f"{len(snapshot.gpus)} GPU(s), {len(resolution.devices)} visible to CUDA; "
+        f"{counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} info"
+    )
+
+
+def _processes(snapshot: Snapshot) -> list[str]:
+    lines = []
+    for gpu in snapshot.gpus:
+        for proc in gpu.processes:
+            lines.append(
+                f"GPU {gpu.nvml_index}: pid {proc.pid} {esc(proc.name or '?', 40)} "
+                f"{_na(proc.used_memory_mib, ' MiB')}"
+            )
+    return lines
 
 
 def render_list(
@@ -141,43 +217,63 @@ def render_list(
     findings: Sequence[Finding],
     *,
     mapping_text: str | None = None,
+    style: Style = PLAIN,
 ) -> str:
-    """The human output of ``gpudiag list``."""
+    """The human output of ``gpudiag list``, fitted to ``style.width``."""
+    width = style.width
+    if style.verbosity == 0:
+        quiet = wrap(quiet_line(snapshot, resolution, findings), width)
+        errors = render_findings(findings, style)
+        return "\n".join(quiet + ([errors] if errors else [])) + "\n"
     out: list[str] = []
     nvml = snapshot.sources.get("nvml")
     if not inventory.rows:
         if nvml is not None and nvml.status != "ok":
-            out.append(f"No GPUs listed: {nvml.reason}.")
-            out.append(
+            out += wrap(safe(f"No GPUs listed: {nvml.reason}."), width)
+            out += wrap(
                 "What to do: install the NVIDIA driver on a GPU node, or inspect a "
-                "capture of one with `gpudiag list --snapshot FILE`."
+                "capture of one with `gpudiag list --snapshot FILE`.",
+                width,
             )
         else:
             out.append("No GPUs found.")
     else:
+        cols = _Columns(inventory, snapshot)
         table: list[list[str]] = []
         for row in inventory.rows:
-            table.extend(_gpu_rows(row, resolution))
-        # Imported here: tabulate pulls in importlib.metadata (~20 ms), which
-        # `list --json` does not need.
-        from tabulate import tabulate
-
-        out.append(tabulate(table, headers=HEADERS, tablefmt="simple", disable_numparse=True))
+            table.extend(_gpu_rows(row, resolution, cols))
+        out.append(format_table(cols.headers(), table))
     out.append("")
-    out.append(_versions_text(snapshot))
-    out.append(_status_text(snapshot))
+    out += wrap(_versions_text(snapshot), width)
+    out += wrap(_status_text(snapshot, style.verbosity >= 2), width)
+    asked = not_asked_line(snapshot, with_version=False)  # the line above names it
+    if asked:
+        out += wrap(asked, width)
     cvd = resolution.spec
-    out.append(
-        f"CUDA_VISIBLE_DEVICES={'<unset>' if cvd is None else repr(cvd)} · "
-        f"CUDA_DEVICE_ORDER={resolution.order} · "
-        f"{len(resolution.devices)} CUDA device(s) visible"
+    out += wrap(
+        f"CUDA_VISIBLE_DEVICES={'<unset>' if cvd is None else esc(repr(cvd))} · "
+        f"CUDA_DEVICE_ORDER={esc(resolution.order)} · "
+        f"{len(resolution.devices)} CUDA device(s) visible",
+        width,
     )
+    if style.verbosity >= 2 and inventory.rows:
+        out.append("")
+        out.append("UUIDs:")
+        out += [
+            line for ident in _identities(inventory) for line in wrap(ident, width, indent="  ")
+        ]
+    if style.verbosity >= 2:
+        procs = _processes(snapshot)
+        if procs:
+            out.append("")
+            out.append("Processes:")
+            out += [line for p in procs for line in wrap(p, width, indent="  ")]
     if mapping_text:
         out.append("")
         out.append(mapping_text)
     if findings:
         out.append("")
-        out.append(render_findings(findings))
+        out.append(render_findings(findings, style))
     return "\n".join(out) + "\n"
 
 

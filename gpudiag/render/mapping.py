@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from gpudiag.core.visibility import quote_value
 from gpudiag.model import Gpu, MigDevice, Resolution, Snapshot, VisibleDevice, short_uuid
+from gpudiag.render.findings import name_gpus_once
+from gpudiag.render.text import PLAIN, Style, esc, safe, wrap
 
 
 def short_pci_bus_id(pci_bus_id: str) -> str:
@@ -34,16 +36,18 @@ def _mig(gpu: Gpu | None, mig_uuid: str) -> MigDevice | None:
 
 
 def _physical(device: VisibleDevice, gpu: Gpu | None) -> str:
-    facts = [f"nvidia-smi index {device.nvml_index}", short_uuid(device.uuid)]
+    # "GPU N" is nvidia-smi's index already: the GPU is named once.
+    facts = [esc(short_uuid(device.uuid))]
     if gpu is not None and gpu.pci_bus_id:
-        facts.append(short_pci_bus_id(gpu.pci_bus_id))
+        facts.append(esc(short_pci_bus_id(gpu.pci_bus_id)))
     if gpu is not None and gpu.name:
-        facts.append(gpu.name)
+        facts.append(esc(gpu.name))
     return f"GPU {device.nvml_index} ({', '.join(facts)})"
 
 
 def device_line(device: VisibleDevice, snapshot: Snapshot) -> str:
-    """One line: ``cuda:0 → GPU 3 (nvidia-smi index 3, GPU-9e8d…, 0000:41:00.0, NAME)``."""
+    """One line: ``cuda:0 → GPU 3 (GPU-9e8d…, 0000:41:00.0, NAME)``; GPU 3 is
+    nvidia-smi's index."""
     gpu = _gpu(snapshot, device.nvml_index)
     if device.mig_uuid is None:
         return f"cuda:{device.cuda_ordinal} → {_physical(device, gpu)}"
@@ -57,42 +61,53 @@ def device_line(device: VisibleDevice, snapshot: Snapshot) -> str:
     if mig is not None and mig.memory_total_mib is not None:
         memory = f", {mig.memory_total_mib} MiB"
     return (
-        f"cuda:{device.cuda_ordinal} → MIG device {short_uuid(device.mig_uuid)}"
+        f"cuda:{device.cuda_ordinal} → MIG device {esc(short_uuid(device.mig_uuid))}"
         f"{ids}{memory} on {_physical(device, gpu)}"
     )
 
 
 def _spec_text(spec: str | None) -> str:
-    return "unset" if spec is None else quote_value(spec)
+    return "unset" if spec is None else safe(quote_value(spec))
 
 
-def render_mapping(resolution: Resolution, snapshot: Snapshot) -> str:
-    """The mapping table, how each entry was read, the method and any uncertainty."""
+def render_mapping(resolution: Resolution, snapshot: Snapshot, style: Style = PLAIN) -> str:
+    """The mapping table, how each entry was read, the method and any uncertainty,
+    wrapped to ``style.width``."""
+    width = style.width
     lines: list[str] = []
     if resolution.devices:
-        lines.extend(device_line(d, snapshot) for d in resolution.devices)
+        for d in resolution.devices:
+            lines += wrap(device_line(d, snapshot), width)
     else:
         lines.append("No CUDA device is visible.")
     lines.append("")
     spec = _spec_text(resolution.spec)
     if resolution.spec is None:
-        lines.append(
+        lines += wrap(
             f"CUDA_VISIBLE_DEVICES is unset: CUDA enumerates every GPU it can "
-            f"(CUDA_DEVICE_ORDER={resolution.order})."
+            f"(CUDA_DEVICE_ORDER={esc(resolution.order)}).",
+            width,
         )
     else:
-        lines.append(
-            f"How CUDA_VISIBLE_DEVICES={spec} was read (CUDA_DEVICE_ORDER={resolution.order}):"
+        lines += wrap(
+            f"How CUDA_VISIBLE_DEVICES={spec} was read "
+            f"(CUDA_DEVICE_ORDER={esc(resolution.order)}):",
+            width,
         )
-        lines.extend(f"  {e.position}. {e.text}" for e in resolution.explanations)
+        for e in resolution.explanations:
+            text = name_gpus_once(safe(e.text))
+            lines += wrap(f"{e.position}. {text}", width, indent="  ")
     if resolution.method == "driver":
-        lines.append("Method: driver (the CUDA driver enumerated these devices in a fresh process)")
+        lines += wrap(
+            "Method: driver (the CUDA driver enumerated these devices in a fresh process)", width
+        )
     else:
-        lines.append("Method: rules (CUDA's documented rules; not confirmed by the driver)")
+        lines += wrap("Method: rules (CUDA's documented rules; not confirmed by the driver)", width)
     if not resolution.certain:
-        lines.append(
+        lines += wrap(
             "Warning: this mapping is uncertain: it rests on an order or a MIG choice "
-            "that gpudiag could not confirm (see the findings)."
+            "that gpudiag could not confirm (see the findings).",
+            width,
         )
     return "\n".join(lines)
 

@@ -6,7 +6,9 @@ from typing import Any
 
 from tabulate import tabulate
 
+from gpudiag.model import short_uuid
 from gpudiag.probes.results import Figure, ProbeReport, ProbeResult
+from gpudiag.render.text import PLAIN, Style, esc, safe, wrap
 
 _STATUS_TEXT = {"pass": "PASS", "fail": "FAIL", "timeout": "HUNG", "not_run": "NOT RUN"}
 
@@ -16,24 +18,45 @@ def render_probe_json(report: ProbeReport) -> dict[str, Any]:
     return report.to_json()
 
 
-def render_probe_table(report: ProbeReport) -> str:
-    """A summary table, then each probe's checks and rows, then one verdict line."""
+_STATUS_COLOUR = {"pass": "green", "fail": "red", "timeout": "red", "not_run": "yellow"}
+
+
+def render_probe_table(report: ProbeReport, style: Style = PLAIN) -> str:
+    """One row per probe, then one verdict line; fitted to ``style.width``.
+
+    The details (checks, figures, ranks, bandwidth, memory, notes) follow under
+    ``-v``, and for a probe that did not pass also by default; ``-q`` prints the
+    verdict line and the failed probes' rows only.
+    """
     parts: list[str] = []
-    summary = [
-        [p.probe, _STATUS_TEXT[p.status], _seconds(p.wall_s), p.message] for p in report.probes
-    ]
-    parts.append(
-        tabulate(summary, headers=["PROBE", "STATUS", "TIME", "RESULT"], tablefmt="simple")
-    )
-    for result in report.probes:
-        section = _section(result)
-        if section:
-            parts.append(section)
-    parts.append(_verdict(report))
+    shown = [p for p in report.probes if style.verbosity or p.status != "pass"]
+    if shown:
+        parts.append("\n".join(_summary(shown, style)))
+    if style.verbosity:
+        for result in report.probes:
+            if style.verbosity >= 2 or result.status != "pass":
+                section = _section(result, report.world_size)
+                if section:
+                    parts.append(section)
+    parts.append(_verdict(report, style))
     return "\n\n".join(parts)
 
 
-def _section(result: ProbeResult) -> str:
+def _summary(results: list[ProbeResult], style: Style) -> list[str]:
+    """``PROBE   STATUS  TIME     RESULT`` rows; the result wraps under its column."""
+    head = f"{'PROBE':<6}  {'STATUS':<7}  {'TIME':>7}  "
+    lines = [head + "RESULT"]
+    for p in results:
+        status = _STATUS_TEXT[p.status]
+        prefix = f"{p.probe:<6}  {status:<7}  {_seconds(p.wall_s):>7}  "
+        body = wrap(safe(p.message), style.width - len(prefix), hang="")
+        painted = prefix.replace(status, style.paint(status, _STATUS_COLOUR[p.status], True), 1)
+        lines.append(painted + body[0])
+        lines.extend(" " * len(prefix) + more for more in body[1:])
+    return lines
+
+
+def _section(result: ProbeResult, world_size: int = 0) -> str:
     lines: list[str] = []
     rows: list[list[object]]
     if result.checks:
@@ -53,11 +76,11 @@ def _section(result: ProbeResult) -> str:
                 r.rank,
                 _opt(r.node_rank),
                 _opt(r.local_rank),
-                _opt(r.host),
+                esc(_opt(r.host), 24),
                 _opt(r.pid),
                 _opt(r.device),
-                r.gpu_uuid or "none",
-                r.pci_bus_id or "none",
+                esc(short_uuid(r.gpu_uuid)) if r.gpu_uuid else "none",
+                esc(r.pci_bus_id or "none", 20),
                 "yes" if r.arrived else "NO",
             ]
             for r in result.ranks
@@ -74,7 +97,9 @@ def _section(result: ProbeResult) -> str:
             "ARRIVED",
         ]
         lines.append(tabulate(rows, headers=headers, tablefmt="simple"))
-    if result.bandwidth:
+    # One rank moves no data between ranks: its all-reduce "bandwidth" is a
+    # memory copy (an H100 run printed busbw 0 GB/s and algbw 2088 GB/s).
+    if result.bandwidth and max(world_size, len(result.ranks)) > 1:
         rows = [
             [
                 _size(b.size_bytes),
@@ -112,22 +137,33 @@ def _section(result: ProbeResult) -> str:
         for rank, stage in sorted(hang.stages.items()):
             lines.append(f"  rank {rank} was at: {stage}")
     for note in result.notes:
-        if "\n" not in note:  # tracebacks stay in --json
-            lines.append(f"note: {note}")
+        if "\n" not in note and _note_applies(note, result.device):  # tracebacks stay in --json
+            lines.append(f"note: {safe(note)}")
     if not lines:
         return ""
     return f"[{result.probe}]\n" + "\n".join(lines)
 
 
-def _verdict(report: ProbeReport) -> str:
+def _note_applies(note: str, device: str) -> bool:
+    """A note about CPUs is not shown for a GPU run."""
+    return device == "cpu" or "on a CPU" not in note
+
+
+def _verdict(report: ProbeReport, style: Style = PLAIN) -> str:
     counts = {s: sum(1 for p in report.probes if p.status == s) for s in _STATUS_TEXT}
     startup = _seconds(report.startup_s)
     where = f"{report.launcher} launch, {report.world_size} rank(s), device {report.device}"
     body = ", ".join(f"{n} {_STATUS_TEXT[s].lower()}" for s, n in counts.items() if n)
-    return (
+    colour = "green" if report.overall == "pass" else "red"
+    line = (
         f"{report.overall.upper()}: {body or 'nothing run'} ({where}); "
         f"{_seconds(report.wall_s)} total, child start-up {startup}"
     )
+    lines = wrap(line, style.width)
+    lines[0] = lines[0].replace(
+        report.overall.upper(), style.paint(report.overall.upper(), colour, True), 1
+    )
+    return "\n".join(lines)
 
 
 def _seconds(value: float | None) -> str:

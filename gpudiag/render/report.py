@@ -7,15 +7,16 @@ import json
 from gpudiag.core.check import Report
 from gpudiag.model import SEVERITIES
 from gpudiag.render.findings import render_findings
+from gpudiag.render.text import PLAIN, Style, wrap
 
 
-def _mapping(report: Report) -> str:
+def _mapping(report: Report, style: Style) -> str:
     snapshot = report.snapshot
     if snapshot is None:
         return ""
     from gpudiag.render.mapping import render_mapping
 
-    return render_mapping(report.resolution, snapshot)
+    return render_mapping(report.resolution, snapshot, style)
 
 
 def verdict(report: Report, *, strict: bool = False) -> str:
@@ -31,12 +32,27 @@ def verdict(report: Report, *, strict: bool = False) -> str:
     return f"FAILED (--strict, warnings count): {counts}"
 
 
-def render_report(report: Report, *, strict: bool = False) -> str:
-    """Mapping table, findings grouped by severity, then the verdict line."""
-    parts = [_mapping(report), ""]
+def render_report(report: Report, *, strict: bool = False, style: Style = PLAIN) -> str:
+    """Mapping table, findings grouped by severity, then the verdict line.
+
+    ``-q`` (``style.verbosity`` 0): the errors and the verdict line only.
+    """
+    line = verdict(report, strict=strict)
+    colour = "red" if report.exit_code(strict=strict) else "green"
+    painted = style.paint(line.split(":", 1)[0], colour, bold=True) + ":" + line.split(":", 1)[1]
+    if style.verbosity == 0:
+        errors = render_findings(report.findings, style)
+        return "\n".join(([errors, ""] if errors else []) + [painted])
+    parts = [_mapping(report, style), ""]
+    if report.snapshot is not None:
+        from gpudiag.render.inventory import not_asked_line
+
+        asked = not_asked_line(report.snapshot)
+        if asked:
+            parts += [*wrap(asked, style.width), ""]
     if report.findings:
-        parts += [render_findings(report.findings), ""]
-    parts.append(verdict(report, strict=strict))
+        parts += [render_findings(report.findings, style), ""]
+    parts.append(painted)
     return "\n".join(parts)
 
 
