@@ -480,7 +480,7 @@ def validate_ddp(
                 "torch.cuda.set_device(local_rank); code that wraps with "
                 "local_rank % device_count() instead puts two ranks on one GPU, which NCCL "
                 "refuses ('Duplicate GPU detected').",
-                f"{ranks_fix(launch, n)} (one rank per visible GPU), or make {nproc} GPUs visible.",
+                f"{ranks_fix(launch, n)}, or make {nproc} GPUs visible.",
                 INVALID_ORDINAL,
             )
         )
