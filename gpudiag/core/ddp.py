@@ -610,7 +610,10 @@ def validate_ddp(
             )
         )
 
-    _slurm_rules(v, env, under_torchrun, nproc, nproc_source, out)
+    # Under another launcher inside an allocation (mpirun, deepspeed in sbatch), RANK
+    # is that launcher's, not a Slurm task id: DDP-LAUNCHER-MISMATCH compares them.
+    other_launcher = launch.launcher not in (None, "slurm", "env", "torchrun")
+    _slurm_rules(v, env, under_torchrun or other_launcher, nproc, nproc_source, out)
     out += mismatch_findings(launch)
     named = launcher_finding(launch)
     if named is not None:
