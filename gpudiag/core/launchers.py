@@ -520,8 +520,12 @@ def deepspeed_devices(
         else:
             how = how or f"--include {include}"
         if not chosen:
+            # launch.py then indexes an empty node list (recorded from DeepSpeed 0.19.8).
             return DeepSpeedDevices(
-                None, f"--exclude {exclude} leaves no GPU", ignored, "no worker is started"
+                None,
+                f"--exclude {exclude} leaves no GPU",
+                ignored,
+                "IndexError: list index out of range",
             )
         return DeepSpeedDevices(",".join(str(s) for s in chosen), how, ignored)
     if num_gpus is not None and num_gpus > 0:
