@@ -389,6 +389,50 @@ def test_cli_bad_launcher_exits_2(args: list[str], needle: str) -> None:
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("launcher", "code", "needle"),
+    [
+        ("torchrun", 0, "Launch with torchrun --nproc-per-node 2 train.py."),
+        ("accelerate", 0, "Launch with accelerate launch --num_processes 2 train.py."),
+        ("deepspeed", 0, "ignores CUDA_VISIBLE_DEVICES=0,1, which happens to match"),
+        ("horovod", 0, "Launch with horovodrun -np 2 -H localhost:2 on one node train.py."),
+        ("openmpi", 0, "Export them: mpirun -x MASTER_ADDR=<rank 0 host>"),
+        ("mpich", 0, "Export them: mpiexec -genv MASTER_ADDR <rank 0 host>"),
+        ("intelmpi", 0, "Export them: mpiexec -genv MASTER_ADDR <rank 0 host>"),
+        ("slurm", 0, "Evaluating a launch by Slurm (srun) before it starts"),
+    ],
+)
+def test_cli_before_each_launcher(
+    monkeypatch: pytest.MonkeyPatch, launcher: str, code: int, needle: str
+) -> None:
+    # The recipes' pre-job check (docs/launchers.md), for every launcher.
+    for key in (
+        "RANK",
+        "WORLD_SIZE",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "LOCAL_RANK",
+        "LOCAL_WORLD_SIZE",
+        "TORCHELASTIC_RUN_ID",
+        "SLURM_PROCID",
+        "SLURM_NTASKS",
+    ):
+        monkeypatch.delenv(key, raising=False)  # fmt: skip
+    result = CliRunner().invoke(
+        main,
+        ["check", "--snapshot", str(fixture_path("a100x8")), "--visible", "0,1",
+         "--launcher", launcher, "--nproc-per-node", "2"],
+    )  # fmt: skip
+    assert result.exit_code == code, result.output
+    assert needle in " ".join(result.stdout.split())
+    result = CliRunner().invoke(
+        main,
+        ["check", "--snapshot", str(fixture_path("a100x8")), "--visible", "0,1",
+         "--launcher", launcher, "--nproc-per-node", "4"],
+    )  # fmt: skip
+    assert result.exit_code == 1 and "DDP-TOO-MANY-RANKS" in result.stdout
+
+
 def test_cli_launcher_json(monkeypatch: pytest.MonkeyPatch) -> None:
     for key in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK"):
         monkeypatch.delenv(key, raising=False)

@@ -139,12 +139,22 @@ def test_model_reads_the_real_mpi_variables(tmp_path: Path, mpi: str) -> None:
     assert sorted(local_ranks) == [0, 1, 2]
 
 
-def test_check_inside_mpiexec_four_ranks_on_two_gpus(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("mpi", "size_var", "title"),
+    [
+        ("openmpi", "OMPI_COMM_WORLD_LOCAL_SIZE", "Open MPI (mpirun/mpiexec)"),
+        ("mpich", "MPI_LOCALNRANKS", "MPICH (mpiexec.hydra)"),
+    ],
+)
+def test_check_inside_mpiexec_four_ranks_on_two_gpus(
+    tmp_path: Path, mpi: str, size_var: str, title: str
+) -> None:
     # Acceptance: inside `mpiexec -n 4` with 2 visible GPUs (a 2-GPU mask on the 8-GPU
     # fixture), every rank predicts too many ranks; no torchrun variable is set.
     script = _script(tmp_path, "wrap_check.py", _CHECK)
     snapshot = str(fixture_path("a100x8"))
-    argv = [_mpiexec("openmpi"), "--oversubscribe", "-n", "4", sys.executable, script,
+    extra = ["--oversubscribe"] if mpi == "openmpi" else []
+    argv = [_mpiexec(mpi), *extra, "-n", "4", sys.executable, script,
             str(tmp_path), "--snapshot", snapshot, "--visible", "0,1", "--json"]  # fmt: skip
     proc = _run(argv, _env(tmp_path))
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -158,9 +168,7 @@ def test_check_inside_mpiexec_four_ranks_on_two_gpus(tmp_path: Path) -> None:
             in (codes["DDP-TOO-MANY-RANKS"]["message"])
         )
         assert "DDP-NOT-LAUNCHED" not in codes
-        assert codes["DDP-LAUNCHER"]["message"].startswith(
-            f"Launched by Open MPI (mpirun/mpiexec): rank {rank} of 4"
-        )
+        assert codes["DDP-LAUNCHER"]["message"].startswith(f"Launched by {title}: rank {rank} of 4")
         assert doc["ok"] is False
     # Local ranks 2 and 3 (whichever global ranks Open MPI gave them) have no GPU.
     invalid = [d for d in docs.values() if any(f["code"] == "DDP-LOCAL-RANK-INVALID"

@@ -12,6 +12,7 @@ from collections.abc import Collection, Mapping
 
 from gpudiag.core.launchers import (
     MPI_FAMILY,
+    SETS_TORCH_ENV,
     SPAWNS_WORKERS,
     SPECS,
     DeepSpeedDevices,
@@ -62,6 +63,8 @@ def launcher_finding(launch: Launch) -> Finding | None:
         if launch.master_addr and launch.master_port is not None
         else "MASTER_ADDR/MASTER_PORT not both set"
     )
+    if launch.chosen and launch.launcher in SETS_TORCH_ENV:
+        rendezvous = "the launcher sets MASTER_ADDR and MASTER_PORT itself"
     if launch.chosen:
         spec = view.spec
         gives = ", ".join(
@@ -262,7 +265,7 @@ def deepspeed_findings(ds: DeepSpeedDevices, user_visible: str | None) -> list[F
             )
         ]
     assert ds.spec is not None
-    if ds.ignored is not None:
+    if ds.ignored is not None and ds.ignored != ds.spec:
         return [
             Finding(
                 "DDP-DEEPSPEED-DEVICES",
@@ -277,6 +280,8 @@ def deepspeed_findings(ds: DeepSpeedDevices, user_visible: str | None) -> list[F
             )
         ]
     before = f" (it was {user_visible})" if user_visible and user_visible != ds.spec else ""
+    if ds.ignored is not None:
+        before = f" (it ignores CUDA_VISIBLE_DEVICES={ds.ignored}, which happens to match)"
     return [
         Finding(
             "DDP-DEEPSPEED-DEVICES",
