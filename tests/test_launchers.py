@@ -430,7 +430,13 @@ def test_cli_before_each_launcher(
         ["check", "--snapshot", str(fixture_path("a100x8")), "--visible", "0,1",
          "--launcher", launcher, "--nproc-per-node", "4"],
     )  # fmt: skip
-    assert result.exit_code == 1 and "DDP-TOO-MANY-RANKS" in result.stdout
+    if launcher == "deepspeed":
+        # --num_gpus 4 drops the export: DeepSpeed's workers see GPUs 0..3.
+        assert result.exit_code == 0, result.output
+        assert "ignores CUDA_VISIBLE_DEVICES=0,1 because --num_gpus 4" in result.stdout
+        assert "cuda:3 → GPU 3" in result.stdout
+    else:
+        assert result.exit_code == 1 and "DDP-TOO-MANY-RANKS" in result.stdout
 
 
 def test_cli_launcher_json(monkeypatch: pytest.MonkeyPatch) -> None:
