@@ -218,12 +218,13 @@ def test_deepspeed_runner_devices_match_the_model(tmp_path: Path) -> None:
     assert count_proc.returncode == 0, count_proc.stderr
     count = int(count_proc.stdout.split()[-1])
     script = _script(tmp_path, "wrap_dump.py", _DUMP)
+    # Each run costs DeepSpeed's start-up (~8 s): the export taken as --include, the
+    # export dropped for --num_gpus, and a refusal. Recorded by hand as well: no flag
+    # (every slot) and an --exclude leaving nothing (IndexError).
     cases: list[tuple[dict[str, str], list[str], dict[str, Any]]] = [
-        ({}, [], {}),
         ({"CUDA_VISIBLE_DEVICES": "0"}, [], {}),
         ({"CUDA_VISIBLE_DEVICES": "0"}, ["--num_gpus", "2"], {"num_gpus": 2}),
         ({}, ["--include", f"localhost:{count}"], {"include": f"localhost:{count}"}),
-        ({}, ["--exclude", "localhost:0"], {"exclude": "localhost:0"}),
     ]
     for visible, flags, kw in cases:
         out = tmp_path / f"case{len(list(tmp_path.glob('case*')))}"

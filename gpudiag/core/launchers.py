@@ -108,6 +108,14 @@ class LauncherSpec:
 
 
 _TORCH = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK")
+_HYDRA = (
+    "PMI_RANK",
+    "PMI_SIZE",
+    "MPI_LOCALRANKID",
+    "MPI_LOCALNRANKS",
+    None,
+    "mpiexec -n {n} on one node, mpiexec -ppn {n} on several",
+)
 SPECS: dict[str, LauncherSpec] = {
     "torchrun": LauncherSpec("torchrun", "torchrun", *_TORCH, "torchrun --nproc-per-node {n}"),
     "accelerate": LauncherSpec(
@@ -143,26 +151,9 @@ SPECS: dict[str, LauncherSpec] = {
         None,
         "mpirun -n {n} on one node, mpirun --map-by ppr:{n}:node on several",
     ),
-    "mpich": LauncherSpec(
-        "mpich",
-        "MPICH (mpiexec.hydra)",
-        "PMI_RANK",
-        "PMI_SIZE",
-        "MPI_LOCALRANKID",
-        "MPI_LOCALNRANKS",
-        None,
-        "mpiexec -n {n} on one node, mpiexec -ppn {n} on several",
-    ),
-    "intelmpi": LauncherSpec(
-        "intelmpi",
-        "Intel MPI (mpiexec.hydra)",
-        "PMI_RANK",
-        "PMI_SIZE",
-        "MPI_LOCALRANKID",
-        "MPI_LOCALNRANKS",
-        None,
-        "mpiexec -n {n} on one node, mpiexec -ppn {n} on several",
-    ),
+    # MPICH and Intel MPI both start ranks with the Hydra process manager.
+    "mpich": LauncherSpec("mpich", "MPICH (mpiexec.hydra)", *_HYDRA),
+    "intelmpi": LauncherSpec("intelmpi", "Intel MPI (mpiexec.hydra)", *_HYDRA),
     "slurm": LauncherSpec(
         "slurm",
         "Slurm (srun)",
