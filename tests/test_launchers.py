@@ -439,6 +439,19 @@ def test_cli_before_each_launcher(
         assert result.exit_code == 1 and "DDP-TOO-MANY-RANKS" in result.stdout
 
 
+def test_cli_accepts_deepspeeds_local_rank_argument() -> None:
+    # deepspeed/launcher/launch.py appends --local_rank=N unless --no_local_rank.
+    # It goes right after the module: `python -m gpudiag --local_rank=0 probe ddp`.
+    for arg in ("--local_rank=1", "--local-rank=1"):
+        result = CliRunner().invoke(
+            main, [arg, "check", "--snapshot", str(fixture_path("a100x8")), "--visible", "0"]
+        )
+        assert result.exit_code == 0, result.output
+    result = CliRunner().invoke(main, ["--local_rank=x", "check"])
+    assert result.exit_code == 2
+    assert "--local_rank" not in CliRunner().invoke(main, ["--help"]).stdout
+
+
 def test_cli_launcher_json(monkeypatch: pytest.MonkeyPatch) -> None:
     for key in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK"):
         monkeypatch.delenv(key, raising=False)

@@ -173,9 +173,10 @@ def test_check_inside_mpiexec_four_ranks_on_two_gpus(
     assert len(invalid) == 2
 
 
-def _deepspeed(*args: str) -> list[str]:
+def _deepspeed(*args: str, local_rank_arg: bool = False) -> list[str]:
+    """DeepSpeed's launcher; by default without the --local_rank=N it appends."""
     exe = _need(BIN / "deepspeed", "pip install -e '.[dev]' installs DeepSpeed (deepspeed)")
-    return [exe, "--no_local_rank", *args]
+    return [exe, *([] if local_rank_arg else ["--no_local_rank"]), *args]
 
 
 def _json_out(stdout: str) -> dict[str, Any]:
@@ -187,8 +188,9 @@ def _json_out(stdout: str) -> dict[str, Any]:
 
 
 def test_deepspeed_probe_ddp(tmp_path: Path) -> None:
+    # DeepSpeed's default command: each worker's argv ends in --local_rank=N.
     argv = _deepspeed("--num_gpus", "2", "--module", "gpudiag", "probe", "ddp",
-                      "--device", "cpu", "--json")  # fmt: skip
+                      "--device", "cpu", "--json", local_rank_arg=True)  # fmt: skip
     proc = _run(argv, _env(tmp_path))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     doc = _json_out(proc.stdout)

@@ -15,6 +15,7 @@ import click
 
 from gpudiag import __version__
 from gpudiag.cli.exitcodes import BAD_INPUT
+from gpudiag.cli.options import launcher_local_rank_option
 from gpudiag.errors import GpudiagInputError
 
 
@@ -63,6 +64,7 @@ Exit codes: 0 ok; 1 errors found (or warnings with --strict) or a probe
 failed; 2 bad input; 3 a probe timed out. See docs/cli.md.""",
 )
 @click.version_option(__version__, prog_name="gpudiag")
+@launcher_local_rank_option
 def main() -> None:
     """Which physical GPUs will a PyTorch job really get, and will it work?"""
 

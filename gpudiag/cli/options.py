@@ -68,3 +68,18 @@ def child_visible_options(func: F) -> F:
         order_help="Run the children with CUDA_DEVICE_ORDER=ORDER (PCI_BUS_ID = "
         "nvidia-smi order; FASTEST_FIRST = CUDA's default).",
     )
+
+
+def launcher_local_rank_option(func: F) -> F:
+    """``--local_rank=N``: DeepSpeed's launcher puts it right after the script or
+    module in every worker's command (deepspeed/launcher/launch.py, unless
+    ``--no_local_rank``), so ``gpudiag --local_rank=0 probe ddp``. Accepted and not
+    used: the LOCAL_RANK variable DeepSpeed also sets decides (docs/launchers.md)."""
+    return click.option(
+        "--local_rank",
+        "--local-rank",
+        type=int,
+        default=None,
+        hidden=True,
+        expose_value=False,
+    )(func)

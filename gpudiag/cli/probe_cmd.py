@@ -35,7 +35,7 @@ Examples:
   torchrun --nproc-per-node=8 -m gpudiag probe ddp          # inside torchrun
   srun --ntasks=16 gpudiag probe ddp   # with MASTER_ADDR/MASTER_PORT exported
   mpiexec -n 2 gpudiag probe ddp --device cpu   # Open MPI, MPICH, Intel MPI
-  deepspeed --no_local_rank --num_gpus 2 --module gpudiag probe ddp
+  deepspeed --num_gpus 2 --module gpudiag probe ddp
 
 \b
 --device defaults to cuda when an NVIDIA driver is installed (libcuda and
