@@ -151,6 +151,9 @@ def _mismatch(a: LauncherView, b: LauncherView, field_name: str, va: int, vb: in
             "the ranks torch waits for are not the processes that were started; rendezvous "
             "waits for ranks that never come and times out"
             if torch_reads
+            else "the MPI job does not fill the Slurm allocation it runs in (or oversubscribes "
+            "it), so ranks and GPUs do not line up with what Slurm gave each node"
+            if {a.name, b.name} & {"slurm"}
             else "the two launchers do not describe the same job"
         )
     elif torch_reads:
@@ -177,7 +180,7 @@ def _mismatch(a: LauncherView, b: LauncherView, field_name: str, va: int, vb: in
     return Finding(
         "DDP-LAUNCHER-MISMATCH",
         severity,
-        f"{var_a}={va} ({a.spec.title}) but {var_b}={vb} ({b.spec.title}): {effect}.",
+        f"{var_a}={va} from {a.spec.title} but {var_b}={vb} from {b.spec.title}: {effect}.",
         fix,
         _TIMEOUT if field_name == "world_size" and torch_reads else None,
         var_a,
@@ -215,7 +218,7 @@ def rendezvous_findings(launch: Launch, env: Mapping[str, str]) -> list[Finding]
                 missing[0],
             )
         ]
-    where = f"Running under {title} (rank {view.rank} of {view.world_size})"
+    where = f"Running under {title} as rank {view.rank} of {view.world_size}"
     if addr_missing:
         return [
             Finding(
