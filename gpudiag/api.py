@@ -69,6 +69,7 @@ def check(
     amp: str | None = None,
     expect_gpus: int | None = None,
     env: Mapping[str, str] | None = None,
+    launcher: str | None = None,
 ) -> Report:
     """Run ``gpudiag check`` from Python; same keywords as :func:`gpudiag.core.check.run_check`.
 
@@ -101,6 +102,7 @@ def check(
         expect_gpus=expect_gpus,
         env=dict(os.environ) if env is None else env,
         driver=driver,
+        launcher=launcher,
     )
 
 
@@ -147,6 +149,7 @@ def guard(
     strict: bool = False,
     snapshot: str | Snapshot | None = None,
     env: Mapping[str, str] | None = None,
+    launcher: str | None = None,
 ) -> Report:
     """Check before training starts; raise :class:`GpuConfigError` when it would fail.
 
@@ -181,6 +184,7 @@ def guard(
         amp=amp,
         expect_gpus=expect_gpus,
         env=env,
+        launcher=launcher,
     )
     extra: list[Finding] = []
     if initialised:

@@ -503,3 +503,16 @@ def test_detect_launch_several_nodes_needs_master() -> None:
         detect_launch({**OPENMPI, "OMPI_COMM_WORLD_RANK": "x"})
     with pytest.raises(GpudiagInputError, match=r"rank 4 is outside 0\.\.3"):
         detect_launch({**OPENMPI, "OMPI_COMM_WORLD_RANK": "4"})
+
+
+def test_api_check_takes_a_launcher() -> None:
+    import gpudiag.api as gd
+
+    report = gd.check(
+        snapshot=str(fixture_path("a100x8")), visible="0,1", launcher="openmpi",
+        nproc_per_node=4, env={},
+    )  # fmt: skip
+    assert not report.ok
+    assert {"DDP-LAUNCHER", "DDP-TOO-MANY-RANKS"} <= {f.code for f in report.findings}
+    with pytest.raises(GpudiagInputError):
+        gd.check(snapshot=str(fixture_path("a100x8")), launcher="pdsh", env={})
