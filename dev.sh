@@ -26,6 +26,11 @@ setup() {
         rm -f "$VENV"/.gpudiag-setup-"$extras"-*
         touch "$stamp"
     fi
+    # MPICH for tests/test_launchers_real.py, in its own directory: its mpiexec would
+    # replace Open MPI's (a dev extra) in the venv's bin.
+    if [ "$extras" = dev ] && [ ! -x "$VENV/launchers/mpich/bin/mpiexec" ]; then
+        "$PY" -m pip install -q --disable-pip-version-check --target "$VENV/launchers/mpich" mpich
+    fi
 }
 
 cmd="${1:-}"

@@ -74,6 +74,7 @@ def check(
     expect_gpus: int | None = None,
     env: Mapping[str, str] | None = None,
     deep: bool = False,
+    launcher: str | None = None,
 ) -> Report:
     """Run ``gpudiag check`` from Python; same keywords as :func:`gpudiag.core.check.run_check`.
 
@@ -107,6 +108,7 @@ def check(
         expect_gpus=expect_gpus,
         env=dict(os.environ) if env is None else env,
         driver=driver,
+        launcher=launcher,
     )
 
 
@@ -154,6 +156,7 @@ def guard(
     snapshot: str | Snapshot | None = None,
     env: Mapping[str, str] | None = None,
     deep: bool = False,
+    launcher: str | None = None,
 ) -> Report:
     """Check before training starts; raise :class:`GpuConfigError` when it would fail.
 
@@ -189,6 +192,7 @@ def guard(
         expect_gpus=expect_gpus,
         env=env,
         deep=deep,
+        launcher=launcher,
     )
     extra: list[Finding] = []
     if initialised:

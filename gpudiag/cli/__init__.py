@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from gpudiag.cli.exitcodes import BAD_INPUT
+from gpudiag.cli.options import launcher_local_rank_option
 from gpudiag.cli.version import print_version
 from gpudiag.errors import GpudiagInputError
 
@@ -73,6 +74,7 @@ finding; `gpudiag --version` names the torch, driver and Python in use.""",
     callback=print_version,
     help="Show gpudiag's version and the Python, torch and NVIDIA driver it runs with.",
 )
+@launcher_local_rank_option
 def main() -> None:
     """Which physical GPUs will a PyTorch job really get, and will it work?"""
 

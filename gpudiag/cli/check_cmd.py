@@ -27,6 +27,9 @@ Examples:
   gpudiag check --set-device 1 --device-ids 1,2 --batch-size 64
   gpudiag check --device-ids all --amp bf16       # DataParallel on all visible GPUs
   gpudiag check --nproc-per-node 8 --backend nccl # before torchrun
+  gpudiag check --launcher openmpi --nproc-per-node 4   # before mpirun -n 4
+  gpudiag check --deepspeed-include localhost:1,2 # which GPUs DeepSpeed's workers get
+  mpirun -n 4 gpudiag check                       # inside any launcher: detected
   gpudiag check --expect-gpus 4 --strict          # pre-job script: exit 1 if not clean
   gpudiag check --snapshot node.json --json       # replay a saved machine
   gpudiag check -q                                # the verdict line and errors only
@@ -115,6 +118,26 @@ def _choice(name: str, text: str | None, choices: tuple[str, ...]) -> str | None
 )
 @click.option("--backend", metavar="nccl|gloo", default=None, help="DDP backend.")
 @click.option(
+    "--launcher",
+    metavar="NAME",
+    default=None,
+    help="Evaluate a launch by this launcher before starting it: torchrun, accelerate, "
+    "deepspeed, horovod, openmpi, mpich, intelmpi or slurm (docs/launchers.md). Inside a "
+    "launch it is detected from its variables.",
+)
+@click.option(
+    "--deepspeed-include",
+    metavar="SPEC",
+    default=None,
+    help="DeepSpeed's --include (localhost:1,2): predicts the workers' CUDA_VISIBLE_DEVICES.",
+)
+@click.option(
+    "--deepspeed-exclude",
+    metavar="SPEC",
+    default=None,
+    help="DeepSpeed's --exclude (localhost:0). --nproc-per-node stands for --num_gpus.",
+)
+@click.option(
     "--amp", metavar="bf16|fp16", default=None, help="The job uses autocast in this dtype."
 )
 @click.option(
@@ -135,6 +158,9 @@ def check(
     batch_size: str | None,
     nproc_per_node: str | None,
     backend: str | None,
+    launcher: str | None,
+    deepspeed_include: str | None,
+    deepspeed_exclude: str | None,
     amp: str | None,
     expect_gpus: str | None,
     strict: bool,
@@ -162,6 +188,9 @@ def check(
         "backend": _choice("--backend", backend, ("nccl", "gloo")),
         "amp": _choice("--amp", amp, ("bf16", "fp16")),
         "expect_gpus": _int("--expect-gpus", expect_gpus),
+        "launcher": launcher,
+        "deepspeed_include": deepspeed_include,
+        "deepspeed_exclude": deepspeed_exclude,
     }
     from gpudiag.core.check import FROM_SNAPSHOT, run_check
     from gpudiag.core.dataparallel import parse_module_device
@@ -170,6 +199,10 @@ def check(
 
     parse_module_device(module_device)
     style = human_style(quiet, verbose)
+    if launcher is not None:
+        from gpudiag.core.launchers import canonical_launcher
+
+        canonical_launcher(launcher)  # bad input exits 2 before the machine is read
     machine = load_machine(snapshot_path, torch="deep" if deep else "auto")
     report = run_check(
         machine,

@@ -123,3 +123,18 @@ def human_style(quiet: bool, verbose: bool) -> Any:
         colour=colour_wanted(isatty),
         verbosity=0 if quiet else 2 if verbose else 1,
     )
+
+
+def launcher_local_rank_option(func: F) -> F:
+    """``--local_rank=N``: DeepSpeed's launcher puts it right after the script or
+    module in every worker's command (deepspeed/launcher/launch.py, unless
+    ``--no_local_rank``), so ``gpudiag --local_rank=0 probe ddp``. Accepted and not
+    used: the LOCAL_RANK variable DeepSpeed also sets decides (docs/launchers.md)."""
+    return click.option(
+        "--local_rank",
+        "--local-rank",
+        type=int,
+        default=None,
+        hidden=True,
+        expose_value=False,
+    )(func)

@@ -39,11 +39,14 @@ Examples:
   gpudiag probe dp --visible 2,3 --device-ids 0,1 --json
   torchrun --nproc-per-node=8 -m gpudiag probe ddp          # inside torchrun
   srun --ntasks=16 gpudiag probe ddp   # with MASTER_ADDR/MASTER_PORT exported
+  mpiexec -n 2 gpudiag probe ddp --device cpu   # Open MPI, MPICH, Intel MPI
+  deepspeed --num_gpus 2 --module gpudiag probe ddp
 
 \b
 --device defaults to cuda when an NVIDIA driver is installed (libcuda and
-/dev/nvidiactl; decided without importing torch), else cpu. Under torchrun or
-srun every rank runs ddp, rank 0 also the other probes, and rank 0 prints
+/dev/nvidiactl; decided without importing torch), else cpu. Under a launcher
+(torchrun, srun, mpiexec, deepspeed, accelerate, horovodrun; docs/launchers.md)
+every rank runs ddp, rank 0 also the other probes, and rank 0 prints
 the table for all ranks. Every probe runs in child processes that are
 killed at --timeout; a hang says which ranks arrived.
 
@@ -80,7 +83,7 @@ out or hung. A failed check names the rule it broke (-v shows every check)."""
     default=None,
     metavar="N",
     help="ddp ranks to start (default: 2 on cpu, one per visible GPU on cuda). "
-    "Not used under torchrun/srun, where WORLD_SIZE decides.",
+    "Not used under a launcher (torchrun, srun, mpiexec...), whose world size decides.",
 )
 @click.option(
     "--device",
@@ -142,7 +145,7 @@ def probe(
     if launch is not None and nproc is not None and nproc != launch.world_size:
         raise GpudiagInputError(
             f"--nproc {nproc} conflicts with the launcher's world size {launch.world_size}; "
-            "under torchrun/srun leave --nproc out"
+            "under a launcher leave --nproc out"
         )
     resolved_device: Literal["cpu", "cuda"] = "cuda" if device == "cuda" else "cpu"
     plan = ProbePlan(

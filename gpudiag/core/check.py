@@ -26,6 +26,8 @@ from gpudiag.core.dataparallel import (
 )
 from gpudiag.core.ddp import has_launcher_env, validate_ddp
 from gpudiag.core.health import health_findings
+from gpudiag.core.launch_rules import deepspeed_findings
+from gpudiag.core.launchers import canonical_launcher, deepspeed_devices, present_launchers
 from gpudiag.errors import GpudiagInputError
 
 if TYPE_CHECKING:
@@ -126,6 +128,9 @@ def run_check(
     expect_gpus: int | None = None,
     env: Mapping[str, str] = _EMPTY_ENV,
     driver: DriverAsker | None = None,
+    launcher: str | None = None,
+    deepspeed_include: str | None = None,
+    deepspeed_exclude: str | None = None,
 ) -> Report:
     """Check a job's GPU configuration against a machine.
 
@@ -144,6 +149,11 @@ def run_check(
         env: launcher variables (torchrun, Slurm); the live environment in the CLI.
         driver: asks the CUDA driver to confirm the mapping (live machines only);
             None keeps the rules' answer.
+        launcher: evaluate a launch by this launcher before it starts (``torchrun``,
+            ``deepspeed``, ``openmpi``...; :mod:`gpudiag.core.launchers`).
+        deepspeed_include, deepspeed_exclude: DeepSpeed's ``--include``/``--exclude``
+            (imply ``launcher='deepspeed'``); with ``nproc_per_node`` as ``--num_gpus``
+            they decide the workers' ``CUDA_VISIBLE_DEVICES``.
 
     Raises:
         GpudiagInputError: an invalid option value.
@@ -155,10 +165,27 @@ def run_check(
         raise GpudiagInputError(f"--expect-gpus must be 0 or more, got {expect_gpus}")
     spec = snapshot.cuda_visible_devices if isinstance(visible, _FromSnapshot) else visible
     dev_order = snapshot.cuda_device_order if isinstance(order, _FromSnapshot) else order
+    launcher = _launcher_option(launcher, deepspeed_include, deepspeed_exclude)
+    launcher_findings: list[Finding] = []
+    if launcher == "deepspeed" and present_launchers(env)[:1] != ["deepspeed"]:
+        # Before DeepSpeed starts: its runner rewrites CUDA_VISIBLE_DEVICES.
+        ds = deepspeed_devices(
+            len(snapshot.gpus),
+            spec,
+            include=deepspeed_include,
+            exclude=deepspeed_exclude,
+            num_gpus=nproc_per_node,
+        )
+        launcher_findings += deepspeed_findings(ds, spec)
+        if ds.spec is not None:
+            spec = ds.spec
+            if nproc_per_node is None:
+                nproc_per_node = len(ds.spec.split(","))
     resolution = resolve_checked(spec, dev_order, snapshot, driver)
     checks = ["environment"]
 
     findings: list[Finding] = list(resolution.findings)
+    findings += launcher_findings
     same_env = spec == snapshot.cuda_visible_devices and dev_order == snapshot.cuda_device_order
     findings += inventory_findings(snapshot, resolution if same_env else None)
     findings += slurm_findings(env, resolution, snapshot)
@@ -189,7 +216,12 @@ def run_check(
             module_device=module_device,
             batch_size=batch_size,
         )
-    if nproc_per_node is not None or backend is not None or has_launcher_env(env):
+    if (
+        nproc_per_node is not None
+        or backend is not None
+        or launcher is not None
+        or has_launcher_env(env)
+    ):
         checks.append("ddp")
         findings += validate_ddp(
             resolution,
@@ -198,6 +230,7 @@ def run_check(
             nproc_per_node=nproc_per_node,
             backend=backend,
             set_device=set_device,
+            launcher=launcher,
         )
     checks.append("health")
     findings += health_findings(snapshot, resolution, amp=amp)
@@ -210,6 +243,23 @@ def run_check(
         checks=tuple(checks),
         snapshot=snapshot,
     )
+
+
+def _launcher_option(launcher: str | None, include: str | None, exclude: str | None) -> str | None:
+    """``--launcher`` as a canonical name; DeepSpeed's flags imply DeepSpeed.
+
+    Raises:
+        GpudiagInputError: an unknown launcher, or DeepSpeed's flags with another one.
+    """
+    name = canonical_launcher(launcher) if launcher is not None else None
+    if include is not None or exclude is not None:
+        if name not in (None, "deepspeed"):
+            raise GpudiagInputError(
+                "--deepspeed-include/--deepspeed-exclude need --launcher deepspeed, "
+                f"not {launcher!r}"
+            )
+        name = "deepspeed"
+    return name
 
 
 def _dedupe(findings: Sequence[Finding]) -> list[Finding]:

@@ -39,6 +39,19 @@ from gpudiag.core.dataparallel import (
     invalid_ordinal_for,
     no_gpu_text,
 )
+from gpudiag.core.launch_rules import (
+    launcher_finding,
+    mismatch_findings,
+    problem_findings,
+    ranks_fix,
+    rendezvous_findings,
+)
+from gpudiag.core.launchers import (
+    Launch,
+    has_launcher_vars,
+    parse_tasks_per_node,
+    read_launch,
+)
 from gpudiag.errors import GpudiagInputError
 from gpudiag.model import Finding, Resolution, Severity, Snapshot
 from gpudiag.parsing import is_int_text
@@ -93,7 +106,6 @@ TORCH_READS = frozenset(LAUNCHER_VARS)
 #: DeviceMesh), so the int() error is the predicted text.
 _PREDICTS_INT = frozenset(("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT"))
 _STRICT_INT = re.compile(r"[+-]?[0-9]+")
-_TASKS_ITEM = re.compile(r"([0-9]+)(?:\(x([0-9]+)\))?")
 #: Longer digit strings are out of range for any rank, size or port (and int() of more
 #: than 4300 digits raises).
 _MAX_DIGITS = 18
@@ -120,8 +132,11 @@ NCCL_NO_GPU = "ValueError: ProcessGroupNCCL is only supported with GPUs, no GPUs
 
 
 def has_launcher_env(env: Mapping[str, str]) -> bool:
-    """Whether any torchrun or Slurm variable is set."""
-    return any(k in env for k in LAUNCHER_VARS) or any(k.startswith("SLURM_") for k in env)
+    """Whether any launcher's variables are set (torchrun, Slurm, MPI, DeepSpeed...).
+
+    The launchers and their variables: :mod:`gpudiag.core.launchers`.
+    """
+    return has_launcher_vars(env)
 
 
 def env_missing_text(var: str) -> str:
@@ -176,35 +191,6 @@ def _int_error(raw: str) -> str | None:
     except ValueError as exc:
         return f"ValueError: {exc}"
     return None
-
-
-def parse_tasks_per_node(raw: str, node_id: int | None = None) -> int | bool | None:
-    """``SLURM_NTASKS_PER_NODE`` / ``SLURM_TASKS_PER_NODE`` → tasks on this node.
-
-    Slurm writes ``N``, or ``N(xM)`` for N tasks on each of M nodes, comma-separated
-    (``2(x3),1``). Returns the count when it is the same on every node (or when
-    ``node_id``, Slurm's ``SLURM_NODEID``, picks one); True when valid but differing per
-    node with no usable node id; None when it is not in Slurm's format.
-    """
-    counts: list[tuple[int, int]] = []
-    for part in raw.split(","):
-        m = _TASKS_ITEM.fullmatch(part)
-        if m is None:
-            return None
-        count = parse_env_int(m.group(1))
-        repeat = parse_env_int(m.group(2)) if m.group(2) is not None else 1
-        if count is None or repeat is None or repeat < 1:
-            return None
-        counts.append((count, repeat))
-    if len({c for c, _ in counts}) == 1:
-        return counts[0][0]
-    if node_id is not None and node_id >= 0:
-        first = 0
-        for count, repeat in counts:
-            if node_id < first + repeat:
-                return count
-            first += repeat
-    return True
 
 
 def _severity(var: str, in_launch: bool) -> Severity:
@@ -411,6 +397,7 @@ def validate_ddp(
     nproc_per_node: int | None,
     backend: str | None,
     set_device: int | None = None,
+    launcher: str | None = None,
 ) -> list[Finding]:
     """Predict what a DDP launch does with this environment.
 
@@ -423,6 +410,8 @@ def validate_ddp(
             ``SLURM_NTASKS_PER_NODE`` or ``SLURM_GPUS_ON_NODE``, in that order.
         backend: ``nccl``, ``gloo`` or None (torch's default: nccl for CUDA tensors).
         set_device: a fixed ``torch.cuda.set_device(K)`` every rank calls, if any.
+        launcher: a canonical launcher name (``gpudiag.core.launchers``) to evaluate
+            before it starts; None = the launcher whose variables are in ``env``.
 
     Raises:
         GpudiagInputError: an unknown backend or a non-positive ``nproc_per_node``.
@@ -435,7 +424,9 @@ def validate_ddp(
     # Inside a launch: a rank torchrun or a job script started (RANK has a value), or a
     # torchrun worker. Before one, torchrun replaces every launcher variable anyway.
     in_launch = bool(env.get("RANK")) or "TORCHELASTIC_RUN_ID" in env
+    launch = read_launch(env, launcher)
     v = _ints(env, in_launch, out)
+    out += problem_findings(launch, _ENV_VARS)
     negative_local_rank = _range_findings(v, in_launch, out)
     devices = resolution.devices
     n = len(devices)
@@ -446,6 +437,11 @@ def validate_ddp(
 
     nproc: int | None = nproc_per_node
     nproc_source = "--nproc-per-node"
+    own_size = _launcher_value(launch, "local_world_size")
+    if nproc is None and own_size is not None:
+        # The launcher that started this rank counts its node's ranks (MPI's
+        # OMPI_COMM_WORLD_LOCAL_SIZE, DeepSpeed's LOCAL_SIZE...).
+        nproc, nproc_source = own_size
     for var in ("LOCAL_WORLD_SIZE", "SLURM_NTASKS_PER_NODE", "SLURM_GPUS_ON_NODE"):
         # Out-of-range values were dropped; SLURM_GPUS_ON_NODE=0 (a CPU job) plans nothing.
         if nproc is None and v.get(var, 0) >= 1:
@@ -493,8 +489,7 @@ def validate_ddp(
                 "torch.cuda.set_device(local_rank); code that wraps with "
                 "local_rank % device_count() instead puts two ranks on one GPU, which NCCL "
                 "refuses ('Duplicate GPU detected').",
-                f"Use --nproc-per-node {n} (one rank per visible GPU), or make {nproc} GPUs "
-                "visible.",
+                f"{ranks_fix(launch, n)}, or make {nproc} GPUs visible.",
                 ordinal_text,
                 predicts_also=ordinal_also,
             )
@@ -551,6 +546,9 @@ def validate_ddp(
         and "SLURM_LOCALID" in v
     ):
         local_rank, local_rank_var = v["SLURM_LOCALID"], "SLURM_LOCALID"
+    own_rank = _launcher_value(launch, "local_rank")
+    if local_rank is None and negative_local_rank is None and own_rank is not None:
+        local_rank, local_rank_var = own_rank[0], own_rank[1]
     if local_rank is not None and n > 0 and local_rank >= n:
         one_each = n == 1 and under_srun
         out.append(
@@ -594,6 +592,10 @@ def validate_ddp(
         )
     elif missing and in_launch:
         pass  # only empty values: their DDP-ENV-EMPTY errors say it
+    elif missing and launch.launcher in ("openmpi", "mpich", "intelmpi"):
+        out += rendezvous_findings(launch, env)  # under or before an MPI launch
+    elif missing and launch.inside and launch.launcher not in ("slurm", "env"):
+        pass  # Horovod rendezvouses on its own (HOROVOD_GLOO_RENDEZVOUS_ADDR)
     elif missing and under_srun and not under_torchrun:
         out.append(
             Finding(
@@ -614,12 +616,19 @@ def validate_ddp(
                 "DDP-NOT-LAUNCHED",
                 "info",
                 _not_launched_text(env),
-                f"Launch with torchrun --nproc-per-node {nproc or max(n, 1)} train.py.",
+                f"Launch with {launch.start_command(nproc or max(n, 1))} train.py.",
                 env_missing_text(missing[0]),
             )
         )
 
-    _slurm_rules(v, env, under_torchrun, nproc, nproc_source, out)
+    # Under another launcher inside an allocation (mpirun, deepspeed in sbatch), RANK
+    # is that launcher's, not a Slurm task id: DDP-LAUNCHER-MISMATCH compares them.
+    other_launcher = launch.launcher not in (None, "slurm", "env", "torchrun")
+    _slurm_rules(v, env, under_torchrun or other_launcher, nproc, nproc_source, out)
+    out += mismatch_findings(launch)
+    named = launcher_finding(launch)
+    if named is not None:
+        out.insert(0, named)
 
     if (
         n > 0
@@ -640,6 +649,16 @@ def validate_ddp(
             )
         )
     return out
+
+
+def _launcher_value(launch: Launch, field_name: str) -> tuple[int, str] | None:
+    """A count from the launcher that started this rank, when torch's and Slurm's own
+    variables (read by :func:`_ints`, with their findings) do not already give it."""
+    var = launch.var(field_name)
+    value = launch.view.value(field_name) if launch.view is not None else None
+    if var is None or value is None or var in _ENV_VARS:
+        return None
+    return value, var
 
 
 def _not_launched_text(env: Mapping[str, str]) -> str:

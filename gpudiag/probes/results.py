@@ -293,7 +293,18 @@ class ProbeResult:
         )
 
 
-Launcher = Literal["self", "torchrun", "slurm", "env"]
+Launcher = Literal[
+    "self",
+    "torchrun",
+    "accelerate",
+    "deepspeed",
+    "horovod",
+    "openmpi",
+    "mpich",
+    "intelmpi",
+    "slurm",
+    "env",
+]
 
 
 @dataclass(frozen=True)
@@ -302,7 +313,8 @@ class ProbeReport:
 
     Attributes:
         device: ``cpu`` or ``cuda``.
-        launcher: ``self`` (gpudiag started the ranks), ``torchrun`` or ``slurm``.
+        launcher: ``self`` (gpudiag started the ranks), or the external launcher
+            (``torchrun``, ``openmpi``, ``slurm``...; ``gpudiag.core.launchers``).
         rank: this process's global rank (0 when self-launched).
         world_size: ranks in the ddp probe (1 when it did not run).
         timeout_s: the per-probe hard wall-clock limit.

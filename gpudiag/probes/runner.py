@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, Any, Literal, cast
 
 from gpudiag.errors import GpudiagInputError
 from gpudiag.probes.results import (
@@ -59,13 +59,17 @@ class LaunchEnv:
     """This process's place in a job started by an external launcher.
 
     Attributes:
-        launcher: ``torchrun`` (TORCHELASTIC_RUN_ID set), ``slurm`` or ``env``
-            (RANK/WORLD_SIZE set by something else).
-        rank: global rank (RANK or SLURM_PROCID).
-        world_size: WORLD_SIZE or SLURM_NTASKS.
-        local_rank: LOCAL_RANK or SLURM_LOCALID (0 when unset).
-        node_rank: GROUP_RANK or SLURM_NODEID, if set.
+        launcher: ``torchrun``, ``accelerate``, ``deepspeed``, ``horovod``,
+            ``openmpi``, ``mpich``, ``intelmpi``, ``slurm``, or ``env`` (RANK and
+            WORLD_SIZE exported by something else); see ``gpudiag.core.launchers``.
+        rank: global rank (RANK, else the launcher's: OMPI_COMM_WORLD_RANK, PMI_RANK...).
+        world_size: WORLD_SIZE, else the launcher's size variable.
+        local_rank: LOCAL_RANK, else the launcher's local rank (0 when unset).
+        node_rank: GROUP_RANK or the launcher's node variable, if set.
         run_id: a store key prefix unique to this job step.
+        local_world_size: ranks on this node, when the launcher says.
+        master_addr, master_port: where the ranks meet (MASTER_ADDR/MASTER_PORT, or
+            the one-node default under MPI and Horovod, docs/launchers.md).
     """
 
     launcher: Launcher
@@ -74,45 +78,78 @@ class LaunchEnv:
     local_rank: int
     node_rank: int | None
     run_id: str
+    local_world_size: int | None = None
+    master_addr: str | None = None
+    master_port: int | None = None
+
+
+_TORCH_VARS = {
+    "rank": "RANK",
+    "world_size": "WORLD_SIZE",
+    "local_rank": "LOCAL_RANK",
+    "local_world_size": "LOCAL_WORLD_SIZE",
+    "node_rank": "GROUP_RANK",
+}
 
 
 def detect_launch(environ: Mapping[str, str]) -> LaunchEnv | None:
-    """Reads torchrun's or Slurm's variables; None when self-launching.
+    """Reads the launcher's variables (``gpudiag.core.launchers``); None when self-launching.
 
-    torchrun sets RANK, WORLD_SIZE, LOCAL_RANK, GROUP_RANK, MASTER_ADDR/PORT and
-    TORCHELASTIC_RUN_ID (torch/distributed/run.py). Under srun only SLURM_PROCID,
-    SLURM_NTASKS, SLURM_LOCALID and SLURM_NODEID exist; they are used when
-    torchrun's are absent, and MASTER_ADDR/MASTER_PORT must come from the
-    environment (as for torch's ``env://`` rendezvous).
+    torch's own RANK and WORLD_SIZE win when set (torchrun, accelerate and DeepSpeed
+    set them; a job script may export them). Otherwise the innermost launcher's
+    rank and size variables are used: Horovod's, Open MPI's OMPI_COMM_WORLD_*,
+    MPICH's and Intel MPI's PMI_RANK/PMI_SIZE/MPI_LOCALRANKID, or Slurm's
+    SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID/SLURM_NODEID. The ranks meet at
+    MASTER_ADDR:MASTER_PORT; under MPI or Horovod with every rank on this node
+    (local size = world size) they default to 127.0.0.1 and 29500.
 
     Raises:
-        GpudiagInputError: a variable is not a number, or is out of range.
+        GpudiagInputError: a variable is not a number, or is out of range, or the
+            rendezvous address is missing for a job on several nodes.
     """
+    from gpudiag.core.launchers import (
+        DEFAULT_MASTER_PORT,
+        MPI_FAMILY,
+        SPECS,
+        present_launchers,
+    )
+
+    names = present_launchers(environ)
     if "RANK" in environ and "WORLD_SIZE" in environ:
-        launcher: Launcher = "torchrun" if environ.get("TORCHELASTIC_RUN_ID") else "env"
-        rank = _env_int(environ, "RANK")
-        world_size = _env_int(environ, "WORLD_SIZE")
-        local_rank = _env_int(environ, "LOCAL_RANK", 0)
-        node_text = environ.get("GROUP_RANK")
-        run_id = (
-            f"torchrun-{environ.get('TORCHELASTIC_RUN_ID')}-"
-            f"{environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
-            if launcher == "torchrun"
-            else "env"
-        )
-    elif "SLURM_PROCID" in environ and "SLURM_NTASKS" in environ:
-        launcher = "slurm"
-        rank = _env_int(environ, "SLURM_PROCID")
-        world_size = _env_int(environ, "SLURM_NTASKS")
-        local_rank = _env_int(environ, "SLURM_LOCALID", 0)
-        node_text = environ.get("SLURM_NODEID")
-        run_id = f"slurm-{environ.get('SLURM_JOB_ID', '0')}-{environ.get('SLURM_STEP_ID', '0')}"
+        name = names[0] if names and names[0] not in ("slurm",) else "env"
+        spec = SPECS[name]
+        # torch's variables first; the launcher's own where torch's are absent.
+        variables = {
+            f: var if var in environ else (spec.var(f) or var) for f, var in _TORCH_VARS.items()
+        }
     else:
-        return None
-    node_rank = (
-        _env_int(environ, "GROUP_RANK" if launcher != "slurm" else "SLURM_NODEID")
-        if (node_text is not None and node_text.strip())
+        usable = [
+            n
+            for n in names
+            if n != "env"
+            and SPECS[n].rank in environ
+            and SPECS[n].world_size in environ
+            and n != "deepspeed"
+        ]
+        if not usable:
+            return None
+        name = usable[0]
+        spec = SPECS[name]
+        variables = {f: spec.var(f) or "" for f in _TORCH_VARS}
+    launcher = cast(Launcher, name)
+    rank = _env_int(environ, variables["rank"])
+    world_size = _env_int(environ, variables["world_size"])
+    local_rank = _env_int(environ, variables["local_rank"], 0) if variables["local_rank"] else 0
+    local_size_var = variables["local_world_size"]
+    local_world_size = (
+        _env_int(environ, local_size_var)
+        if local_size_var and environ.get(local_size_var, "").strip().isdigit()
         else None
+    )
+    node_var = variables["node_rank"]
+    node_text = environ.get(node_var) if node_var else None
+    node_rank = (
+        _env_int(environ, node_var) if (node_text is not None and node_text.strip()) else None
     )
     if world_size < 1:
         raise GpudiagInputError(f"world size must be >= 1 (got {world_size})")
@@ -120,17 +157,59 @@ def detect_launch(environ: Mapping[str, str]) -> LaunchEnv | None:
         raise GpudiagInputError(f"rank {rank} is outside 0..{world_size - 1}")
     if local_rank < 0:
         raise GpudiagInputError(f"local rank must be >= 0 (got {local_rank})")
-    for name in ("MASTER_ADDR", "MASTER_PORT"):
-        if not environ.get(name, "").strip():
+    addr = environ.get("MASTER_ADDR", "").strip()
+    port_text = environ.get("MASTER_PORT", "").strip()
+    one_node = local_world_size is not None and local_world_size == world_size
+    if (name in MPI_FAMILY or name == "horovod") and one_node:
+        # Every rank is on this host: meet on the loopback at torchrun's default
+        # port unless the user exported MASTER_ADDR/MASTER_PORT.
+        addr = addr or "127.0.0.1"
+        port_text = port_text or str(DEFAULT_MASTER_PORT)
+    for var, value in (("MASTER_ADDR", addr), ("MASTER_PORT", port_text)):
+        if not value:
             raise GpudiagInputError(
-                f"{launcher} launch (rank {rank} of {world_size}) needs {name} in the "
+                f"{launcher} launch (rank {rank} of {world_size}) needs {var} in the "
                 "environment for the ranks to meet (export MASTER_ADDR=<rank 0 host> "
-                "MASTER_PORT=<free port>)"
+                "MASTER_PORT=<free port>" + _export_hint(name) + ")"
             )
-    port = _env_int(environ, "MASTER_PORT")
+    port = _env_int({"MASTER_PORT": port_text}, "MASTER_PORT")
     if not 1 <= port <= 65535:
         raise GpudiagInputError(f"MASTER_PORT must be 1..65535 (got {port})")
-    return LaunchEnv(launcher, rank, world_size, local_rank, node_rank, run_id)
+    return LaunchEnv(
+        launcher,
+        rank,
+        world_size,
+        local_rank,
+        node_rank,
+        _run_id(name, environ),
+        local_world_size,
+        addr,
+        port,
+    )
+
+
+def _export_hint(name: str) -> str:
+    if name == "openmpi":
+        return "; mpirun passes them on with -x MASTER_ADDR -x MASTER_PORT"
+    if name in ("mpich", "intelmpi"):
+        return "; mpiexec passes them on with -genv MASTER_ADDR <host> -genv MASTER_PORT <port>"
+    return ""
+
+
+def _run_id(name: str, environ: Mapping[str, str]) -> str:
+    """A store key prefix every rank of one job computes alike."""
+    if name in ("torchrun", "accelerate"):
+        return (
+            f"torchrun-{environ.get('TORCHELASTIC_RUN_ID')}-"
+            f"{environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+        )
+    if name == "slurm":
+        return f"slurm-{environ.get('SLURM_JOB_ID', '0')}-{environ.get('SLURM_STEP_ID', '0')}"
+    if name == "openmpi":
+        return f"openmpi-{environ.get('PMIX_NAMESPACE', '0')}"
+    if name == "intelmpi":
+        return f"intelmpi-{environ.get('I_MPI_HYDRA_UUID', '0')}"
+    return name
 
 
 def _env_int(environ: Mapping[str, str], name: str, default: int | None = None) -> int:
@@ -295,7 +374,9 @@ def run_probes(
     children: list[_Child] = []
     try:
         with _terminate_as_exit():
-            threads = _threads_per_child(len(assignments))
+            threads = _threads_per_child(
+                len(assignments), launch.local_world_size if launch is not None else None
+            )
             run_id = uuid.uuid4().hex[:12]  # one per run: every rank's key prefix
             for child_rank, probes in assignments:
                 children.append(_spawn(plan, tmp, child_rank, world_size, probes, threads, run_id))
@@ -322,7 +403,7 @@ def run_probes(
     )
 
 
-def _threads_per_child(local_children: int) -> int:
+def _threads_per_child(local_children: int, local_ranks: int | None = None) -> int:
     """torch threads per child: OMP_NUM_THREADS when the user or torchrun set it,
     else the cores shared among this host's ranks (LOCAL_WORLD_SIZE under torchrun),
     so that two ranks on two cores do not oversubscribe them."""
@@ -331,6 +412,8 @@ def _threads_per_child(local_children: int) -> int:
         return int(text)
     local_size = os.environ.get("LOCAL_WORLD_SIZE", "").strip()
     sharers = int(local_size) if local_size.isdigit() and int(local_size) > 0 else local_children
+    if local_ranks is not None and local_ranks > 0:
+        sharers = local_ranks  # MPI's OMPI_COMM_WORLD_LOCAL_SIZE, DeepSpeed's LOCAL_SIZE...
     return max(1, (os.cpu_count() or 1) // max(1, sharers))
 
 
@@ -396,6 +479,10 @@ def _spawn(
         # every GPU from CUDA and torch before either initialises.
         env["CUDA_VISIBLE_DEVICES"] = ""
     env["OMP_NUM_THREADS"] = str(threads)
+    if launch is not None and launch.master_addr and launch.master_port is not None:
+        # The worker's env store reads these (the one-node MPI default included).
+        env["MASTER_ADDR"] = launch.master_addr
+        env["MASTER_PORT"] = str(launch.master_port)
     log: IO[bytes]
     with open(log_path, "wb") as log:
         popen = subprocess.Popen(
