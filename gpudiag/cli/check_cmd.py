@@ -122,8 +122,8 @@ def _choice(name: str, text: str | None, choices: tuple[str, ...]) -> str | None
     metavar="NAME",
     default=None,
     help="Evaluate a launch by this launcher before starting it: torchrun, accelerate, "
-    "deepspeed, horovod, openmpi, mpich, intelmpi or slurm (docs/launchers.md). Inside a "
-    "launch it is detected from its variables.",
+    "deepspeed, horovod, openmpi, mpich, intelmpi or slurm (`gpudiag explain DDP-LAUNCHER`). "
+    "Inside a launch it is detected from its variables.",
 )
 @click.option(
     "--deepspeed-include",

@@ -45,7 +45,7 @@ Examples:
 \b
 --device defaults to cuda when an NVIDIA driver is installed (libcuda and
 /dev/nvidiactl; decided without importing torch), else cpu. Under a launcher
-(torchrun, srun, mpiexec, deepspeed, accelerate, horovodrun; docs/launchers.md)
+(torchrun, srun, mpiexec, deepspeed, accelerate, horovodrun)
 every rank runs ddp, rank 0 also the other probes, and rank 0 prints
 the table for all ranks. Every probe runs in child processes that are
 killed at --timeout; a hang says which ranks arrived.
