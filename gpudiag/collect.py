@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 
 from gpudiag.backends.gputil import collect_gputil
+from gpudiag.backends.host import collect_host
 from gpudiag.backends.nvml import collect_nvml
 from gpudiag.backends.torch import collect_torch
 from gpudiag.model import Snapshot, SourceStatus
@@ -66,4 +67,5 @@ def collect_snapshot(*, with_torch: bool = True, with_gputil: bool = True) -> Sn
         gputil=gputil_gpus,
         hostname=socket.gethostname(),
         created_utc=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        host=collect_host(),
     )
