@@ -18,10 +18,10 @@ for any later capability). torch's own checks are ``torch/cuda/__init__.py``
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from gpudiag.errors import GpudiagInputError
-from gpudiag.model import Finding, Gpu, Resolution, Snapshot
+from gpudiag.model import Finding, Gpu, Resolution, Snapshot, short_uuid
 
 CODES: dict[str, str] = {
     "HEALTH-GPU-LOST": "a GPU has fallen off the bus; CUDA numbering shifts",
@@ -71,6 +71,34 @@ _ARCH_RE = re.compile(r"^(sm|compute)_(\d+)([af]?)$")
 
 def _label(gpu: Gpu) -> str:
     return f"physical GPU {gpu.nvml_index} ({gpu.name or 'unknown model'}, {gpu.uuid})"
+
+
+def group_label(gpus: Sequence[Gpu]) -> str:
+    """One GPU as :func:`_label`; several as one phrase listing them all.
+
+    ``physical GPUs 0, 1, 2 (3x Tesla V100-SXM2-32GB: GPU-aaaa…, GPU-bbbb…, GPU-cccc…)``:
+    a finding that is the same for many GPUs is reported once (issue: the bf16
+    warning on an 8-GPU V100 node was printed 8 times).
+    """
+    if len(gpus) == 1:
+        return _label(gpus[0])
+    names = sorted({g.name or "unknown model" for g in gpus})
+    model = f"{len(gpus)}x {names[0]}" if len(names) == 1 else ", ".join(names)
+    uuids = ", ".join(short_uuid(g.uuid) for g in gpus)
+    return f"physical GPUs {', '.join(str(g.nvml_index) for g in gpus)} ({model}: {uuids})"
+
+
+def group_subject(gpus: Sequence[Gpu]) -> str | None:
+    """The subject of a grouped finding: the UUID, or the UUIDs joined by commas."""
+    return ",".join(g.uuid or f"nvml:{g.nvml_index}" for g in gpus) or None
+
+
+def group_by(gpus: Sequence[Gpu], key: Callable[[Gpu], object]) -> list[list[Gpu]]:
+    """GPUs with the same key, in the order their first member appears."""
+    groups: dict[object, list[Gpu]] = {}
+    for gpu in gpus:
+        groups.setdefault(key(gpu), []).append(gpu)
+    return list(groups.values())
 
 
 def parse_cc(text: str | None) -> int | None:
@@ -394,6 +422,7 @@ def _arch(snapshot: Snapshot, gpus: Sequence[Gpu]) -> list[Finding]:
         return []
     out: list[Finding] = []
     arch_text = " ".join(info.arch_list)
+    served: list[tuple[Gpu, int, str]] = []
     for gpu in gpus:
         cc = parse_cc(gpu.compute_capability)
         if cc is None:
@@ -401,20 +430,28 @@ def _arch(snapshot: Snapshot, gpus: Sequence[Gpu]) -> list[Finding]:
         kinds = {arch_runs_on(a, cc) for a in info.arch_list}
         if "cubin" in kinds:
             continue
-        name = gpu.name or "this GPU"
-        if "ptx" in kinds:
+        served.append((gpu, cc, "ptx" if "ptx" in kinds else "none"))
+    # One finding per (capability, kind, model), listing every GPU it applies to.
+    groups: dict[tuple[int, str, str | None], list[Gpu]] = {}
+    for gpu, cc, kind in served:
+        groups.setdefault((cc, kind, gpu.name), []).append(gpu)
+    for (cc, kind, model), members in groups.items():
+        label = group_label(members)
+        first = members[0]
+        name = model or "this GPU"
+        if kind == "ptx":
             out.append(
                 Finding(
                     "HEALTH-ARCH-PTX-JIT",
                     "warning",
-                    f"torch {info.version or '?'} ships no native kernels for {_label(gpu)} "
-                    f"(compute capability {gpu.compute_capability}, sm_{cc}); its PTX "
+                    f"torch {info.version or '?'} ships no native kernels for {label} "
+                    f"(compute capability {first.compute_capability}, sm_{cc}); its PTX "
                     f"({arch_text}) is JIT-compiled by the driver on first use: minutes of "
                     "start-up, slower kernels.",
                     f"Install a torch build whose arch list includes sm_{cc} (or "
                     f"sm_{cc // 10}x), or keep the JIT cache (CUDA_CACHE_MAXSIZE) warm.",
                     None,
-                    subject=gpu.uuid,
+                    subject=group_subject(members),
                 )
             )
             continue
@@ -422,14 +459,14 @@ def _arch(snapshot: Snapshot, gpus: Sequence[Gpu]) -> list[Finding]:
             Finding(
                 "HEALTH-ARCH-UNSUPPORTED",
                 "error",
-                f"torch {info.version or '?'} has no kernels for {_label(gpu)}: compute "
-                f"capability {gpu.compute_capability} (sm_{cc}) is not covered by its arch "
+                f"torch {info.version or '?'} has no kernels for {label}: compute "
+                f"capability {first.compute_capability} (sm_{cc}) is not covered by its arch "
                 f"list ({arch_text}).",
                 f"Install a torch build that supports sm_{cc} (see "
                 "https://pytorch.org/get-started/locally/), or use other GPUs.",
                 f"UserWarning: {name} with CUDA capability sm_{cc} is not compatible with the "
                 f"current PyTorch installation. Then {NO_KERNEL}",
-                subject=gpu.uuid,
+                subject=group_subject(members),
             )
         )
     return out
@@ -449,40 +486,46 @@ def _amp(amp: str, gpus: Sequence[Gpu], resolution: Resolution) -> list[Finding]
             )
         ]
     out: list[Finding] = []
-    for gpu in gpus:
-        cc = parse_cc(gpu.compute_capability)
-        if cc is None:
-            continue
-        if amp == "bf16" and cc < 80:
+    known = [(g, cc) for g in gpus if (cc := parse_cc(g.compute_capability)) is not None]
+    if amp == "bf16":
+        slow = [g for g, cc in known if cc < 80]
+    else:
+        slow = [g for g, cc in known if cc < 70]
+    for members in group_by(slow, lambda g: g.compute_capability):
+        label = group_label(members)
+        cc_text = members[0].compute_capability
+        these = "this GPU" if len(members) == 1 else "these GPUs"
+        has = "has" if len(members) == 1 else "have"
+        if amp == "bf16":
             out.append(
                 Finding(
                     "HEALTH-AMP-BF16",
                     "warning",
-                    f"{_label(gpu)} has compute capability {gpu.compute_capability}: no native "
+                    f"{label} {has} compute capability {cc_text}: no native "
                     "bfloat16 (needs 8.0+). Recent torch emulates it slowly (cuDNN has no bf16 "
                     "convolutions there); older torch refuses bf16 autocast.",
                     "Use --amp fp16 (torch.autocast('cuda', dtype=torch.float16) with a "
-                    "GradScaler) on this GPU, or run on compute capability 8.0+ GPUs.",
+                    f"GradScaler) on {these}, or run on compute capability 8.0+ GPUs.",
                     BF16_UNSUPPORTED,
-                    subject=gpu.uuid,
+                    subject=group_subject(members),
                 )
             )
-        elif amp == "fp16" and cc < 70:
+        else:
             out.append(
                 Finding(
                     "HEALTH-AMP-FP16",
                     "warning",
-                    f"{_label(gpu)} has compute capability {gpu.compute_capability}: no tensor "
+                    f"{label} {has} compute capability {cc_text}: no tensor "
                     "cores (need 7.0+), so fp16 autocast brings little or no speed-up"
                     + (
                         " and fp16 arithmetic runs at a small fraction of fp32 speed"
-                        if cc == 61
+                        if parse_cc(cc_text) == 61
                         else ""
                     )
                     + ".",
-                    "Train in fp32 on this GPU, or use compute capability 7.0+ GPUs for AMP.",
+                    f"Train in fp32 on {these}, or use compute capability 7.0+ GPUs for AMP.",
                     None,
-                    subject=gpu.uuid,
+                    subject=group_subject(members),
                 )
             )
     return out
