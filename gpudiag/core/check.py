@@ -12,8 +12,9 @@ Which validators run (decided by the lead, documented in ``docs/check.md``):
 
 from __future__ import annotations
 
+import dataclasses
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Final
@@ -24,13 +25,26 @@ from gpudiag.core.dataparallel import (
     gpu_by_nvml_index,
     validate_dataparallel,
 )
-from gpudiag.core.ddp import has_launcher_env, validate_ddp
+from gpudiag.core.ddp import has_launcher_env, parse_env_int, validate_ddp
 from gpudiag.core.health import health_findings
+from gpudiag.core.host import host_findings, kineto_findings
+from gpudiag.core.precision import precision_findings
+from gpudiag.core.prelaunch import (
+    device_subset_findings,
+    launched_findings,
+    nccl_findings,
+    per_rank_set_device_findings,
+    port_findings,
+    port_target,
+)
 from gpudiag.errors import GpudiagInputError
 
 if TYPE_CHECKING:
     from gpudiag.core.visibility import DriverAsker
-from gpudiag.model import SEVERITIES, Finding, Resolution, Snapshot
+from gpudiag.model import SEVERITIES, Finding, PortProbe, Resolution, Snapshot
+
+#: Binds MASTER_ADDR:MASTER_PORT for an instant (live only): ``gpudiag.backends.port``.
+PortProber = Callable[[str, int], PortProbe]
 
 CODES: dict[str, str] = {
     "CHECK-EXPECT-GPUS": "the number of visible GPUs differs from --expect-gpus",
@@ -125,6 +139,15 @@ def run_check(
     expect_gpus: int | None = None,
     env: Mapping[str, str] = _EMPTY_ENV,
     driver: DriverAsker | None = None,
+    launched: bool = False,
+    script_reads: Sequence[str] = (),
+    init_rank_args: bool = False,
+    set_device_per_rank: Sequence[int] | None = None,
+    local_rank: int | None = None,
+    ddp_devices: Sequence[int] | None = None,
+    tf32: bool = False,
+    model_dtype: str | None = None,
+    port_prober: PortProber | None = None,
 ) -> Report:
     """Check a job's GPU configuration against a machine.
 
@@ -143,6 +166,21 @@ def run_check(
         env: launcher variables (torchrun, Slurm); the live environment in the CLI.
         driver: asks the CUDA driver to confirm the mapping (live machines only);
             None keeps the rules' answer.
+        launched: the job asserts it runs inside a launcher (``check --launched``):
+            missing launcher variables are errors.
+        script_reads: variables the script reads itself before ``init_process_group``,
+            in order (``LOCAL_RANK``): the first missing one is the predicted error.
+        init_rank_args: ``init_process_group`` gets ``rank=``/``world_size=``.
+        set_device_per_rank: one ``torch.cuda.set_device`` ordinal per local rank.
+        local_rank: the local rank a single ``set_device`` describes (default: the
+            environment's ``LOCAL_RANK`` when it equals ``set_device``; otherwise every
+            rank calls ``set_device(set_device)``).
+        ddp_devices: the cuda ordinals the DDP ranks use (Lightning ``devices=[1,2]``,
+            accelerate ``gpu_ids``); local rank r uses ``ddp_devices[r]``.
+        tf32: the job switches TF32 on.
+        model_dtype: the dtype the model was trained in (``bf16``/``fp16``/``fp32``).
+        port_prober: binds the rendezvous port for an instant (live only); None skips
+            the port check (a snapshot cannot know which ports are taken).
 
     Raises:
         GpudiagInputError: an invalid option value.
@@ -176,7 +214,18 @@ def run_check(
             )
         )
 
-    dp_options = (device_ids, output_device, set_device, module_device, batch_size)
+    host = host_findings(snapshot)
+    if host:
+        # It says which of "container without GPU access", "no NVIDIA GPU" and "driver
+        # missing" this is; the inventory's generic "install the driver" would contradict it.
+        findings = [f for f in findings if f.code != "SRC-NVML-UNAVAILABLE"]
+    findings += host
+    findings += kineto_findings(env, snapshot)
+
+    dp_set_device, ddp_set_device = _set_device_roles(
+        set_device, set_device_per_rank, local_rank, nproc_per_node, env
+    )
+    dp_options = (device_ids, output_device, dp_set_device, module_device, batch_size)
     if dataparallel or any(o is not None for o in dp_options):
         checks.append("dataparallel")
         findings += validate_dataparallel(
@@ -184,22 +233,34 @@ def run_check(
             snapshot,
             device_ids=device_ids,
             output_device=output_device,
-            set_device=set_device,
+            set_device=dp_set_device,
             module_device=module_device,
             batch_size=batch_size,
         )
-    if nproc_per_node is not None or backend is not None or has_launcher_env(env):
+    ddp_asked = (
+        launched or ddp_devices is not None or set_device_per_rank is not None or bool(script_reads)
+    )
+    if nproc_per_node is not None or backend is not None or has_launcher_env(env) or ddp_asked:
         checks.append("ddp")
-        findings += validate_ddp(
+        findings += _ddp(
             resolution,
             snapshot,
             env=env,
             nproc_per_node=nproc_per_node,
             backend=backend,
-            set_device=set_device,
+            ddp_set_device=ddp_set_device,
+            launched=launched,
+            script_reads=script_reads,
+            init_rank_args=init_rank_args,
+            set_device_per_rank=set_device_per_rank,
+            ddp_devices=ddp_devices,
+            port_prober=port_prober,
         )
     checks.append("health")
     findings += health_findings(snapshot, resolution, amp=amp)
+    findings += precision_findings(
+        snapshot, resolution, tf32=tf32, amp=amp, model_dtype=model_dtype
+    )
 
     final = _dedupe(findings)
     return Report(
@@ -209,6 +270,116 @@ def run_check(
         checks=tuple(checks),
         snapshot=snapshot,
     )
+
+
+def _set_device_roles(
+    set_device: int | None,
+    per_rank: Sequence[int] | None,
+    local_rank: int | None,
+    nproc_per_node: int | None,
+    env: Mapping[str, str],
+) -> tuple[int | None, int | None]:
+    """(what this rank passes to set_device, what every DDP rank passes, if the same).
+
+    A single value applies to every rank (a hard-coded ``set_device(0)``) unless it
+    describes one rank: ``local_rank`` is given, or it equals the environment's
+    ``LOCAL_RANK`` (``gpudiag check --set-device $LOCAL_RANK`` inside a rank).
+    """
+    env_rank = parse_env_int(env.get("LOCAL_RANK") or "")
+    if per_rank is not None:
+        if set_device is not None:
+            raise GpudiagInputError("give --set-device either one value or one per local rank")
+        if not per_rank:
+            raise GpudiagInputError("--set-device needs at least one value")
+        if nproc_per_node is not None and len(per_rank) != nproc_per_node:
+            raise GpudiagInputError(
+                f"--set-device lists {len(per_rank)} values (one per local rank) but "
+                f"--nproc-per-node is {nproc_per_node}"
+            )
+        rank = local_rank if local_rank is not None else env_rank
+        if rank is not None and not 0 <= rank < len(per_rank):
+            raise GpudiagInputError(
+                f"local rank {rank} has no --set-device value ({len(per_rank)} given)"
+            )
+        return per_rank[rank or 0], None
+    if local_rank is not None and local_rank < 0:
+        raise GpudiagInputError(f"--local-rank must be 0 or more, got {local_rank}")
+    if set_device is None:
+        return None, None
+    describes_one = local_rank is not None or env_rank == set_device
+    return set_device, None if describes_one else set_device
+
+
+def _ddp(
+    resolution: Resolution,
+    snapshot: Snapshot,
+    *,
+    env: Mapping[str, str],
+    nproc_per_node: int | None,
+    backend: str | None,
+    ddp_set_device: int | None,
+    launched: bool,
+    script_reads: Sequence[str],
+    init_rank_args: bool,
+    set_device_per_rank: Sequence[int] | None,
+    ddp_devices: Sequence[int] | None,
+    port_prober: PortProber | None,
+) -> list[Finding]:
+    """validate_ddp plus the rules of ``gpudiag.core.prelaunch``."""
+    nproc = nproc_per_node
+    if nproc is None and ddp_devices is not None:
+        nproc = len(ddp_devices)
+    if nproc is None and set_device_per_rank is not None:
+        nproc = len(set_device_per_rank)
+    out = validate_ddp(
+        resolution,
+        snapshot,
+        env=env,
+        nproc_per_node=nproc,
+        backend=backend,
+        set_device=ddp_set_device,
+    )
+    if ddp_set_device is not None:
+        hint = (
+            " If --set-device describes only one rank, say which (--local-rank R), or give "
+            "one value per local rank (--set-device 0,1,2,3)."
+        )
+        out = [
+            dataclasses.replace(f, fix=(f.fix or "") + hint) if f.code == "DDP-DUPLICATE-GPU" else f
+            for f in out
+        ]
+    out += nccl_findings(snapshot, resolution, backend)
+    if set_device_per_rank is not None:
+        out += per_rank_set_device_findings(resolution, snapshot, set_device_per_rank, backend)
+    if ddp_devices is not None:
+        # validate_ddp plans local rank r on cuda:r; with a subset rank r uses ddp_devices[r].
+        out = [f for f in out if f.code != "DDP-PLAN"]
+        out += device_subset_findings(resolution, snapshot, ddp_devices, backend)
+    if launched:
+        mine = launched_findings(env, script_reads=script_reads, init_rank_args=init_rank_args)
+        if mine:
+            superseded = ("DDP-NOT-LAUNCHED", "DDP-LAUNCHER-ENV-MISSING")
+            out = [f for f in out if f.code not in superseded] + mine
+        else:
+            out = [f for f in out if f.code != "DDP-NOT-LAUNCHED"]
+    elif script_reads:
+        out = [_first_read(f, env, script_reads) for f in out]
+    target = port_target(env) if port_prober is not None else None
+    if port_prober is not None and target is not None:
+        out += port_findings(port_prober(target.address, target.port), target)
+    return out
+
+
+def _first_read(finding: Finding, env: Mapping[str, str], script_reads: Sequence[str]) -> Finding:
+    """DDP-NOT-LAUNCHED predicts the variable the script itself reads first, if missing."""
+    if finding.code != "DDP-NOT-LAUNCHED":
+        return finding
+    for var in script_reads:
+        if var not in env:
+            return dataclasses.replace(finding, predicts=f"KeyError: '{var}'")
+        if not env[var]:
+            break
+    return finding
 
 
 def _dedupe(findings: Sequence[Finding]) -> list[Finding]:

@@ -487,10 +487,8 @@ def _amp(amp: str, gpus: Sequence[Gpu], resolution: Resolution) -> list[Finding]
         ]
     out: list[Finding] = []
     known = [(g, cc) for g in gpus if (cc := parse_cc(g.compute_capability)) is not None]
-    if amp == "bf16":
-        slow = [g for g, cc in known if cc < 80]
-    else:
-        slow = [g for g, cc in known if cc < 70]
+    needs = 80 if amp == "bf16" else 70
+    slow = [g for g, cc in known if cc < needs]
     for members in group_by(slow, lambda g: g.compute_capability):
         label = group_label(members)
         cc_text = members[0].compute_capability

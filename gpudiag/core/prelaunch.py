@@ -241,7 +241,7 @@ def port_findings(probe: PortProbe, target: PortTarget) -> list[Finding]:
             f"{source} is already in use on this host ({target.address} is local) {who}: "
             "rank 0 cannot listen there, and the other ranks may connect to the wrong "
             "process.",
-            f"Pick a free port: export MASTER_PORT=<free port> or torchrun --master-port "
+            "Pick a free port: export MASTER_PORT=<free port> or torchrun --master-port "
             "<free port> (on one node, torchrun --standalone picks one itself)" + stop + ".",
             addr_in_use_text(target.port),
             subject="MASTER_PORT",
@@ -350,24 +350,6 @@ def per_rank_set_device_findings(
     if (backend or "nccl") == "nccl":
         out += _duplicates(values, resolution, snapshot, "--set-device; negative is a no-op")
     return out
-
-
-def parse_ordinals(option: str, text: str | None) -> tuple[int, ...] | None:
-    """A comma-separated list of cuda ordinals (``--ddp-devices 1,2``); None when not given.
-
-    Raises:
-        GpudiagInputError: an entry that is not a non-negative integer, or an empty list.
-    """
-    if text is None:
-        return None
-    parts = [p.strip() for p in text.split(",")]
-    values = []
-    for part in parts:
-        value = parse_env_int(part)
-        if value is None or value < 0 or part.startswith(("+", "-")):
-            raise GpudiagInputError(f"{option} must list cuda ordinals like 1,2, not {text!r}")
-        values.append(value)
-    return tuple(values)
 
 
 def device_subset_findings(
