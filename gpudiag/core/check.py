@@ -225,8 +225,15 @@ def run_check(
     dp_set_device, ddp_set_device = _set_device_roles(
         set_device, set_device_per_rank, local_rank, nproc_per_node, env
     )
-    dp_options = (device_ids, output_device, dp_set_device, module_device, batch_size)
-    if dataparallel or any(o is not None for o in dp_options):
+    ddp_asked = (
+        launched or ddp_devices is not None or set_device_per_rank is not None or bool(script_reads)
+    )
+    run_ddp = (
+        nproc_per_node is not None or backend is not None or has_launcher_env(env) or ddp_asked
+    )
+    other_dp = (device_ids, output_device, module_device, batch_size)
+    dp_asked = dataparallel or any(o is not None for o in other_dp)
+    if dp_asked or (dp_set_device is not None and not run_ddp):
         checks.append("dataparallel")
         findings += validate_dataparallel(
             resolution,
@@ -237,10 +244,23 @@ def run_check(
             module_device=module_device,
             batch_size=batch_size,
         )
-    ddp_asked = (
-        launched or ddp_devices is not None or set_device_per_rank is not None or bool(script_reads)
-    )
-    if nproc_per_node is not None or backend is not None or has_launcher_env(env) or ddp_asked:
+    elif dp_set_device is not None:
+        # A DDP rank's set_device: no DataParallel follows it, so only the set_device step
+        # of the DataParallel rules applies (an invalid or negative ordinal).
+        findings += [
+            f
+            for f in validate_dataparallel(
+                resolution,
+                snapshot,
+                device_ids=None,
+                output_device=None,
+                set_device=dp_set_device,
+                module_device=None,
+                batch_size=None,
+            )
+            if f.code.startswith("DP-SET-DEVICE-")
+        ]
+    if run_ddp:
         checks.append("ddp")
         findings += _ddp(
             resolution,

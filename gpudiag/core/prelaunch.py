@@ -265,9 +265,9 @@ def nccl_findings(snapshot: Snapshot, resolution: Resolution, backend: str | Non
         return []  # DDP-NCCL-NO-GPU already predicts the same error for a CPU build
     version = f"torch {torch.version}" if torch is not None and torch.version else "this torch"
     if platform == "Windows":
-        why = f"{version} on Windows: PyTorch's Windows builds never include NCCL"
+        why = f"{version} on Windows has no NCCL (PyTorch's Windows builds never include it)"
     elif platform == "Darwin":
-        why = f"{version} on macOS: it has neither CUDA nor NCCL"
+        why = f"{version} on macOS has neither CUDA nor NCCL"
     elif torch is not None and torch.cpu_only:
         why = f"{version} is a CPU-only build, without NCCL"
     else:
@@ -277,7 +277,7 @@ def nccl_findings(snapshot: Snapshot, resolution: Resolution, backend: str | Non
             "DDP-NCCL-NOT-BUILT",
             "error",
             f"The DDP backend is nccl{'' if backend else ' (torch default with GPUs)'}, but "
-            f"{why}: init_process_group('nccl') fails before any rank connects.",
+            f"{why}, so init_process_group('nccl') fails before any rank connects.",
             "Use backend='gloo' (gpudiag check --backend gloo), e.g. "
             "init_process_group('gloo' if sys.platform == 'win32' else 'nccl'); or run on "
             "Linux with a CUDA build of torch (its wheels bundle NCCL).",
