@@ -69,6 +69,14 @@ def check(
     amp: str | None = None,
     expect_gpus: int | None = None,
     env: Mapping[str, str] | None = None,
+    launched: bool = False,
+    script_reads: Sequence[str] = (),
+    init_rank_args: bool = False,
+    set_device_per_rank: Sequence[int] | None = None,
+    local_rank: int | None = None,
+    ddp_devices: Sequence[int] | None = None,
+    tf32: bool = False,
+    model_dtype: str | None = None,
 ) -> Report:
     """Run ``gpudiag check`` from Python; same keywords as :func:`gpudiag.core.check.run_check`.
 
@@ -81,10 +89,13 @@ def check(
     """
     machine = _machine(snapshot)
     driver = None
+    port_prober = None
     if snapshot is None:
+        from gpudiag.backends.port import probe_port
         from gpudiag.machine import live_driver_asker
 
         driver = live_driver_asker(machine)
+        port_prober = probe_port  # live only: a snapshot cannot know which ports are taken
     return run_check(
         machine,
         visible=visible,
@@ -101,6 +112,15 @@ def check(
         expect_gpus=expect_gpus,
         env=dict(os.environ) if env is None else env,
         driver=driver,
+        launched=launched,
+        script_reads=script_reads,
+        init_rank_args=init_rank_args,
+        set_device_per_rank=set_device_per_rank,
+        local_rank=local_rank,
+        ddp_devices=ddp_devices,
+        tf32=tf32,
+        model_dtype=model_dtype,
+        port_prober=port_prober,
     )
 
 
@@ -147,6 +167,14 @@ def guard(
     strict: bool = False,
     snapshot: str | Snapshot | None = None,
     env: Mapping[str, str] | None = None,
+    launched: bool = False,
+    script_reads: Sequence[str] = (),
+    init_rank_args: bool = False,
+    set_device_per_rank: Sequence[int] | None = None,
+    local_rank: int | None = None,
+    ddp_devices: Sequence[int] | None = None,
+    tf32: bool = False,
+    model_dtype: str | None = None,
 ) -> Report:
     """Check before training starts; raise :class:`GpuConfigError` when it would fail.
 
@@ -181,6 +209,14 @@ def guard(
         amp=amp,
         expect_gpus=expect_gpus,
         env=env,
+        launched=launched,
+        script_reads=script_reads,
+        init_rank_args=init_rank_args,
+        set_device_per_rank=set_device_per_rank,
+        local_rank=local_rank,
+        ddp_devices=ddp_devices,
+        tf32=tf32,
+        model_dtype=model_dtype,
     )
     extra: list[Finding] = []
     if initialised:
