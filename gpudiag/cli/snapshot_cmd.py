@@ -16,7 +16,7 @@ Examples:
   gpudiag check --snapshot node17.json --visible 1,2 --device-ids 0,1
 
 \b
-The schema (gpudiag-snapshot/1) is documented in docs/snapshot.md. The capture
+The schema (gpudiag-snapshot/1.1) is documented in docs/snapshot.md. The capture
 records CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER, and the CUDA driver's own
 enumeration order (cuda_order) when a driver is present.""",
 )
