@@ -408,3 +408,30 @@ def test_parse_script_reads(text: str | None, names: tuple[str, ...]) -> None:
 def test_parse_script_reads_rejects(text: str) -> None:
     with pytest.raises(GpudiagInputError, match="--script-reads"):
         prelaunch.parse_script_reads(text)
+
+
+def test_same_health_finding_on_many_gpus_is_one() -> None:
+    import dataclasses
+
+    snap = load_fixture("v100x8")
+    gpus = tuple(
+        dataclasses.replace(
+            g,
+            compute_mode="Prohibited",
+            throttle_reasons=("SW Power Cap",),
+            retired_pages_pending=g.nvml_index < 3,
+        )
+        for g in snap.gpus
+    )
+    found = run_check(dataclasses.replace(snap, gpus=gpus)).findings
+    by_code = {f.code: f for f in found}
+    assert [f.code for f in found].count("HEALTH-COMPUTE-MODE") == 1
+    assert [f.code for f in found].count("HEALTH-THROTTLE") == 1
+    pending = by_code["HEALTH-RETIRED-PAGES-PENDING"]
+    assert pending.message.startswith("physical GPUs 0, 1, 2 (3x Tesla V100-SXM2-32GB:")
+    assert " have memory pages pending" in pending.message
+    assert "nvidia-smi -r -i 0,1,2" in (pending.fix or "")
+    mode = by_code["HEALTH-COMPUTE-MODE"]
+    assert " are in compute mode Prohibited" in mode.message
+    assert "nvidia-smi -i 0,1,2,3,4,5,6,7 -c DEFAULT" in (mode.fix or "")
+    assert mode.subject is not None and mode.subject.count(",") == 7

@@ -21,7 +21,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from gpudiag.errors import GpudiagInputError
-from gpudiag.model import Finding, Gpu, Resolution, Snapshot, short_uuid
+from gpudiag.model import Finding, Gpu, Resolution, Severity, Snapshot, short_uuid
 
 CODES: dict[str, str] = {
     "HEALTH-GPU-LOST": "a GPU has fallen off the bus; CUDA numbering shifts",
@@ -166,8 +166,7 @@ def health_findings(
     out: list[Finding] = []
     out += _lost(snapshot)
     gpus = _visible_gpus(snapshot, resolution)
-    for gpu in gpus:
-        out += _gpu_health(gpu)
+    out += _merge_same([(gpu, f) for gpu in gpus for f in _gpu_health(gpu)])
     off = [g for g in gpus if g.persistence_mode is False]
     if off:
         out.append(
@@ -185,6 +184,46 @@ def health_findings(
     out += _arch(snapshot, gpus)
     if amp is not None:
         out += _amp(amp, gpus, resolution)
+    return out
+
+
+def _merge_same(items: Sequence[tuple[Gpu, Finding]]) -> list[Finding]:
+    """Per-GPU findings that say the same thing about several GPUs become one.
+
+    Two findings are the same when they differ only in the GPU's label (and the
+    ``-i N`` of an nvidia-smi command in the fix); the merged one lists the GPUs
+    (``nvidia-smi -i`` takes a comma-separated list).
+    """
+    groups: dict[tuple[str, Severity, str, str, str | None], list[tuple[Gpu, Finding]]] = {}
+    for gpu, f in items:
+        key = (
+            f.code,
+            f.severity,
+            f.message.replace(_label(gpu), "\0"),
+            (f.fix or "").replace(f"-i {gpu.nvml_index}", "-i \0"),
+            f.predicts,
+        )
+        groups.setdefault(key, []).append((gpu, f))
+    out: list[Finding] = []
+    for (code, severity, message, fix, predicts), members in groups.items():
+        if len(members) == 1:
+            out.append(members[0][1])
+            continue
+        gpus = [g for g, _ in members]
+        label = group_label(gpus)
+        for singular, plural in ((" is ", " are "), (" has ", " have ")):
+            message = message.replace("\0" + singular, label + plural)
+        ids = ",".join(str(g.nvml_index) for g in gpus)
+        out.append(
+            Finding(
+                code,
+                severity,
+                message.replace("\0", label),
+                fix.replace("\0", ids) or None,
+                predicts,
+                subject=group_subject(gpus),
+            )
+        )
     return out
 
 
@@ -364,7 +403,7 @@ def _gpu_health(gpu: Gpu) -> list[Finding]:
             Finding(
                 "HEALTH-THROTTLE",
                 "info",
-                f"{label} is at its software power cap"
+                f"{label} is at the software power cap"
                 + (f" ({gpu.power_limit_w:g} W)" if gpu.power_limit_w else "")
                 + ": clocks are reduced to stay within the power limit.",
                 "Normal under full load; if the GPU is idle, check nvidia-smi -q -d POWER.",
