@@ -435,3 +435,66 @@ def test_same_health_finding_on_many_gpus_is_one() -> None:
     assert " are in compute mode Prohibited" in mode.message
     assert "nvidia-smi -i 0,1,2,3,4,5,6,7 -c DEFAULT" in (mode.fix or "")
     assert mode.subject is not None and mode.subject.count(",") == 7
+
+
+@pytest.mark.parametrize(
+    ("host_change", "code", "severity", "text"),
+    [
+        ({}, "HOST-CONTAINER-NO-GPU", "error", "started without GPU access"),
+        (
+            {"nvidia_env": {"NVIDIA_VISIBLE_DEVICES": "void"}},
+            "HOST-CONTAINER-NO-GPU",
+            "error",
+            "exposes no GPU",
+        ),
+        (
+            {"nvidia_env": {}, "nvidia_pci_gpus": 0},
+            "HOST-NO-NVIDIA-GPU",
+            "warning",
+            "no NVIDIA GPU",
+        ),
+        (
+            {"nvidia_env": {}, "nvidia_pci_gpus": None},
+            "HOST-CONTAINER-NO-GPU",
+            "warning",
+            "without GPU access",
+        ),
+        (
+            {"dev_nvidia": ("nvidia0", "nvidiactl")},
+            "HOST-CONTAINER-NO-GPU",
+            "error",
+            "passed by hand",
+        ),
+        ({"dev_nvidia": ("nvidia0",), "proc_driver_nvidia": True}, None, None, None),
+        ({"dev_dxg": True, "container_marks": ()}, None, None, None),  # WSL 2
+        ({"dev_nvidia": None}, None, None, None),  # /dev unreadable: say nothing
+        ({"platform": "Darwin", "container_marks": ()}, "HOST-NO-NVIDIA-GPU", "warning", "macOS"),
+        (
+            {"container_marks": (), "nvidia_pci_gpus": 3},
+            "HOST-DRIVER-MISSING",
+            "error",
+            "3 NVIDIA GPU(s)",
+        ),
+        (
+            {"container_marks": (), "nvidia_pci_gpus": 3, "proc_driver_nvidia": True},
+            None,
+            None,
+            None,
+        ),
+    ],
+)
+def test_no_gpu_split(
+    host_change: dict[str, Any], code: str | None, severity: str | None, text: str | None
+) -> None:
+    import dataclasses
+
+    snap = load_fixture("container_no_gpu")
+    assert snap.host is not None
+    snap = dataclasses.replace(snap, host=dataclasses.replace(snap.host, **host_change))
+    found = host.host_findings(snap)
+    assert [(f.code, f.severity) for f in found] == ([(code, severity)] if code else [])
+    if found:
+        assert text is not None and text in found[0].message
+        assert "Found no NVIDIA driver" in (found[0].predicts or "") or "macOS" in found[0].message
+    # A reachable GPU silences every one of them.
+    assert host.host_findings(dataclasses.replace(load_fixture("v100x8"), host=snap.host)) == []

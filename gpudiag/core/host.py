@@ -160,6 +160,20 @@ def _container_no_devices(snapshot: Snapshot, host: HostInfo, marks: tuple[str, 
     if env:
         evidence.append(f"the image expects GPUs ({env})")
     wants_gpu = bool(evidence)
+    nvd = host.nvidia_env.get("NVIDIA_VISIBLE_DEVICES")
+    if nvd is not None and nvd.strip().lower() in ("", "none", "void"):
+        # NVIDIA Container Toolkit: "none"/"void"/empty expose no GPU even with the runtime.
+        return Finding(
+            "HOST-CONTAINER-NO-GPU",
+            "error" if pci else "warning",
+            f"This is a container ({', '.join(marks)}) whose NVIDIA_VISIBLE_DEVICES={nvd!r} "
+            "exposes no GPU: the NVIDIA runtime injects no /dev/nvidia* device files"
+            + (f", although the host has {pci} NVIDIA GPU(s)" if pci else "")
+            + f"{_nvml_reason(snapshot)}.",
+            "Start it with NVIDIA_VISIBLE_DEVICES=all (or GPU indices/UUIDs), e.g. docker run "
+            "--gpus all; in Kubernetes request nvidia.com/gpu in resources.limits.",
+            _predicts(snapshot),
+        )
     return Finding(
         "HOST-CONTAINER-NO-GPU",
         "error" if wants_gpu else "warning",
