@@ -11,14 +11,20 @@ from typing import Any
 
 import pytest
 
-from gpudiag.core import host, precision, prelaunch
+from gpudiag.core import host, port, precision, prelaunch, rank_devices
 from gpudiag.core.check import run_check
 from gpudiag.errors import GpudiagInputError
 from gpudiag.model import Finding, PortHolder, PortProbe
 
 from .conftest import load_fixture
 
-NEW = set(prelaunch.CODES) | set(host.CODES) | set(precision.CODES)
+NEW = (
+    set(prelaunch.CODES)
+    | set(host.CODES)
+    | set(precision.CODES)
+    | set(port.CODES)
+    | set(rank_devices.CODES)
+)
 WATCHED = NEW | {
     "DDP-DUPLICATE-GPU",
     "DDP-NOT-LAUNCHED",
@@ -306,13 +312,13 @@ PORT = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29511"}
 @pytest.mark.parametrize(
     ("env", "target"),
     [
-        ({}, prelaunch.PortTarget("127.0.0.1", 29500, False)),
-        (PORT, prelaunch.PortTarget("127.0.0.1", 29511, True)),
+        ({}, port.PortTarget("127.0.0.1", 29500, False)),
+        (PORT, port.PortTarget("127.0.0.1", 29511, True)),
         (
             {"PET_MASTER_PORT": "29600", "MASTER_ADDR": "node1"},
-            prelaunch.PortTarget("node1", 29600, True),
+            port.PortTarget("node1", 29600, True),
         ),
-        ({**PORT, "RANK": "0"}, prelaunch.PortTarget("127.0.0.1", 29511, True)),
+        ({**PORT, "RANK": "0"}, port.PortTarget("127.0.0.1", 29511, True)),
         ({**PORT, "RANK": "1"}, None),  # rank 0 binds, not this one
         ({**PORT, "TORCHELASTIC_RUN_ID": "x", "RANK": "0"}, None),  # torchrun's agent holds it
         ({"MASTER_PORT": "0"}, None),
@@ -320,8 +326,8 @@ PORT = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29511"}
         ({"MASTER_PORT": "70000"}, None),
     ],
 )
-def test_port_target(env: dict[str, str], target: prelaunch.PortTarget | None) -> None:
-    assert prelaunch.port_target(env) == target
+def test_port_target(env: dict[str, str], target: port.PortTarget | None) -> None:
+    assert port.port_target(env) == target
 
 
 @pytest.mark.parametrize(
@@ -344,8 +350,8 @@ def test_port_target(env: dict[str, str], target: prelaunch.PortTarget | None) -
     ],
 )
 def test_port_findings(probe: PortProbe, severity: str | None) -> None:
-    target = prelaunch.PortTarget(probe.address, probe.port, True)
-    found = prelaunch.port_findings(probe, target)
+    target = port.PortTarget(probe.address, probe.port, True)
+    found = port.port_findings(probe, target)
     assert [f.severity for f in found] == ([severity] if severity else [])
     if found:
         assert "port: 29511" in (found[0].predicts or "") and "EADDRINUSE" in (
@@ -355,7 +361,7 @@ def test_port_findings(probe: PortProbe, severity: str | None) -> None:
         if probe.holders:
             assert "pid 4242 (python): python old.py" in found[0].message
             assert "stop pid 4242" in (found[0].fix or "")
-    default = prelaunch.port_findings(probe, prelaunch.PortTarget(probe.address, probe.port, False))
+    default = port.port_findings(probe, port.PortTarget(probe.address, probe.port, False))
     assert [f.severity for f in default] == (["warning"] if severity else [])
 
 

@@ -12,9 +12,8 @@ Which validators run (decided by the lead, documented in ``docs/check.md``):
 
 from __future__ import annotations
 
-import dataclasses
 import enum
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Final
@@ -25,26 +24,20 @@ from gpudiag.core.dataparallel import (
     gpu_by_nvml_index,
     validate_dataparallel,
 )
-from gpudiag.core.ddp import has_launcher_env, parse_env_int, validate_ddp
+from gpudiag.core.ddp import has_launcher_env
 from gpudiag.core.health import health_findings
 from gpudiag.core.host import host_findings, kineto_findings
 from gpudiag.core.precision import precision_findings
-from gpudiag.core.prelaunch import (
-    device_subset_findings,
-    launched_findings,
-    nccl_findings,
-    per_rank_set_device_findings,
-    port_findings,
-    port_target,
-)
+from gpudiag.core.prelaunch import ddp_findings
+from gpudiag.core.rank_devices import set_device_roles
 from gpudiag.errors import GpudiagInputError
 
 if TYPE_CHECKING:
     from gpudiag.core.visibility import DriverAsker
-from gpudiag.model import SEVERITIES, Finding, PortProbe, Resolution, Snapshot
+from gpudiag.model import SEVERITIES, Finding, Resolution, Snapshot
 
-#: Binds MASTER_ADDR:MASTER_PORT for an instant (live only): ``gpudiag.backends.port``.
-PortProber = Callable[[str, int], PortProbe]
+if TYPE_CHECKING:
+    from gpudiag.core.port import PortProber
 
 CODES: dict[str, str] = {
     "CHECK-EXPECT-GPUS": "the number of visible GPUs differs from --expect-gpus",
@@ -222,7 +215,7 @@ def run_check(
     findings += host
     findings += kineto_findings(env, snapshot)
 
-    dp_set_device, ddp_set_device = _set_device_roles(
+    dp_set_device, ddp_set_device = set_device_roles(
         set_device, set_device_per_rank, local_rank, nproc_per_node, env
     )
     ddp_asked = (
@@ -262,7 +255,7 @@ def run_check(
         ]
     if run_ddp:
         checks.append("ddp")
-        findings += _ddp(
+        findings += ddp_findings(
             resolution,
             snapshot,
             env=env,
@@ -290,116 +283,6 @@ def run_check(
         checks=tuple(checks),
         snapshot=snapshot,
     )
-
-
-def _set_device_roles(
-    set_device: int | None,
-    per_rank: Sequence[int] | None,
-    local_rank: int | None,
-    nproc_per_node: int | None,
-    env: Mapping[str, str],
-) -> tuple[int | None, int | None]:
-    """(what this rank passes to set_device, what every DDP rank passes, if the same).
-
-    A single value applies to every rank (a hard-coded ``set_device(0)``) unless it
-    describes one rank: ``local_rank`` is given, or it equals the environment's
-    ``LOCAL_RANK`` (``gpudiag check --set-device $LOCAL_RANK`` inside a rank).
-    """
-    env_rank = parse_env_int(env.get("LOCAL_RANK") or "")
-    if per_rank is not None:
-        if set_device is not None:
-            raise GpudiagInputError("give --set-device either one value or one per local rank")
-        if not per_rank:
-            raise GpudiagInputError("--set-device needs at least one value")
-        if nproc_per_node is not None and len(per_rank) != nproc_per_node:
-            raise GpudiagInputError(
-                f"--set-device lists {len(per_rank)} values (one per local rank) but "
-                f"--nproc-per-node is {nproc_per_node}"
-            )
-        rank = local_rank if local_rank is not None else env_rank
-        if rank is not None and not 0 <= rank < len(per_rank):
-            raise GpudiagInputError(
-                f"local rank {rank} has no --set-device value ({len(per_rank)} given)"
-            )
-        return per_rank[rank or 0], None
-    if local_rank is not None and local_rank < 0:
-        raise GpudiagInputError(f"--local-rank must be 0 or more, got {local_rank}")
-    if set_device is None:
-        return None, None
-    describes_one = local_rank is not None or env_rank == set_device
-    return set_device, None if describes_one else set_device
-
-
-def _ddp(
-    resolution: Resolution,
-    snapshot: Snapshot,
-    *,
-    env: Mapping[str, str],
-    nproc_per_node: int | None,
-    backend: str | None,
-    ddp_set_device: int | None,
-    launched: bool,
-    script_reads: Sequence[str],
-    init_rank_args: bool,
-    set_device_per_rank: Sequence[int] | None,
-    ddp_devices: Sequence[int] | None,
-    port_prober: PortProber | None,
-) -> list[Finding]:
-    """validate_ddp plus the rules of ``gpudiag.core.prelaunch``."""
-    nproc = nproc_per_node
-    if nproc is None and ddp_devices is not None:
-        nproc = len(ddp_devices)
-    if nproc is None and set_device_per_rank is not None:
-        nproc = len(set_device_per_rank)
-    out = validate_ddp(
-        resolution,
-        snapshot,
-        env=env,
-        nproc_per_node=nproc,
-        backend=backend,
-        set_device=ddp_set_device,
-    )
-    if ddp_set_device is not None:
-        hint = (
-            " If --set-device describes only one rank, say which (--local-rank R), or give "
-            "one value per local rank (--set-device 0,1,2,3)."
-        )
-        out = [
-            dataclasses.replace(f, fix=(f.fix or "") + hint) if f.code == "DDP-DUPLICATE-GPU" else f
-            for f in out
-        ]
-    out += nccl_findings(snapshot, resolution, backend)
-    if set_device_per_rank is not None:
-        out += per_rank_set_device_findings(resolution, snapshot, set_device_per_rank, backend)
-    if ddp_devices is not None:
-        # validate_ddp plans local rank r on cuda:r; with a subset rank r uses ddp_devices[r].
-        out = [f for f in out if f.code != "DDP-PLAN"]
-        out += device_subset_findings(resolution, snapshot, ddp_devices, backend)
-    if launched:
-        mine = launched_findings(env, script_reads=script_reads, init_rank_args=init_rank_args)
-        if mine:
-            superseded = ("DDP-NOT-LAUNCHED", "DDP-LAUNCHER-ENV-MISSING")
-            out = [f for f in out if f.code not in superseded] + mine
-        else:
-            out = [f for f in out if f.code != "DDP-NOT-LAUNCHED"]
-    elif script_reads:
-        out = [_first_read(f, env, script_reads) for f in out]
-    target = port_target(env) if port_prober is not None else None
-    if port_prober is not None and target is not None:
-        out += port_findings(port_prober(target.address, target.port), target)
-    return out
-
-
-def _first_read(finding: Finding, env: Mapping[str, str], script_reads: Sequence[str]) -> Finding:
-    """DDP-NOT-LAUNCHED predicts the variable the script itself reads first, if missing."""
-    if finding.code != "DDP-NOT-LAUNCHED":
-        return finding
-    for var in script_reads:
-        if var not in env:
-            return dataclasses.replace(finding, predicts=f"KeyError: '{var}'")
-        if not env[var]:
-            break
-    return finding
 
 
 def _dedupe(findings: Sequence[Finding]) -> list[Finding]:

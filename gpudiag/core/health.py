@@ -18,10 +18,12 @@ for any later capability). torch's own checks are ``torch/cuda/__init__.py``
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
+from gpudiag.core.grouping import gpu_label as _label
+from gpudiag.core.grouping import group_by, group_label, group_subject, merge_same
 from gpudiag.errors import GpudiagInputError
-from gpudiag.model import Finding, Gpu, Resolution, Severity, Snapshot, short_uuid
+from gpudiag.model import Finding, Gpu, Resolution, Snapshot
 
 CODES: dict[str, str] = {
     "HEALTH-GPU-LOST": "a GPU has fallen off the bus; CUDA numbering shifts",
@@ -67,38 +69,6 @@ _INTEGRATED_CC = {53, 62, 72, 87}
 _EXTRA_TARGETS = {101: {110}}
 
 _ARCH_RE = re.compile(r"^(sm|compute)_(\d+)([af]?)$")
-
-
-def _label(gpu: Gpu) -> str:
-    return f"physical GPU {gpu.nvml_index} ({gpu.name or 'unknown model'}, {gpu.uuid})"
-
-
-def group_label(gpus: Sequence[Gpu]) -> str:
-    """One GPU as :func:`_label`; several as one phrase listing them all.
-
-    ``physical GPUs 0, 1, 2 (3x Tesla V100-SXM2-32GB: GPU-aaaa…, GPU-bbbb…, GPU-cccc…)``:
-    a finding that is the same for many GPUs is reported once (issue: the bf16
-    warning on an 8-GPU V100 node was printed 8 times).
-    """
-    if len(gpus) == 1:
-        return _label(gpus[0])
-    names = sorted({g.name or "unknown model" for g in gpus})
-    model = f"{len(gpus)}x {names[0]}" if len(names) == 1 else ", ".join(names)
-    uuids = ", ".join(short_uuid(g.uuid) for g in gpus)
-    return f"physical GPUs {', '.join(str(g.nvml_index) for g in gpus)} ({model}: {uuids})"
-
-
-def group_subject(gpus: Sequence[Gpu]) -> str | None:
-    """The subject of a grouped finding: the UUID, or the UUIDs joined by commas."""
-    return ",".join(g.uuid or f"nvml:{g.nvml_index}" for g in gpus) or None
-
-
-def group_by(gpus: Sequence[Gpu], key: Callable[[Gpu], object]) -> list[list[Gpu]]:
-    """GPUs with the same key, in the order their first member appears."""
-    groups: dict[object, list[Gpu]] = {}
-    for gpu in gpus:
-        groups.setdefault(key(gpu), []).append(gpu)
-    return list(groups.values())
 
 
 def parse_cc(text: str | None) -> int | None:
@@ -166,7 +136,7 @@ def health_findings(
     out: list[Finding] = []
     out += _lost(snapshot)
     gpus = _visible_gpus(snapshot, resolution)
-    out += _merge_same([(gpu, f) for gpu in gpus for f in _gpu_health(gpu)])
+    out += merge_same([(gpu, f) for gpu in gpus for f in _gpu_health(gpu)])
     off = [g for g in gpus if g.persistence_mode is False]
     if off:
         out.append(
@@ -184,46 +154,6 @@ def health_findings(
     out += _arch(snapshot, gpus)
     if amp is not None:
         out += _amp(amp, gpus, resolution)
-    return out
-
-
-def _merge_same(items: Sequence[tuple[Gpu, Finding]]) -> list[Finding]:
-    """Per-GPU findings that say the same thing about several GPUs become one.
-
-    Two findings are the same when they differ only in the GPU's label (and the
-    ``-i N`` of an nvidia-smi command in the fix); the merged one lists the GPUs
-    (``nvidia-smi -i`` takes a comma-separated list).
-    """
-    groups: dict[tuple[str, Severity, str, str, str | None], list[tuple[Gpu, Finding]]] = {}
-    for gpu, f in items:
-        key = (
-            f.code,
-            f.severity,
-            f.message.replace(_label(gpu), "\0"),
-            (f.fix or "").replace(f"-i {gpu.nvml_index}", "-i \0"),
-            f.predicts,
-        )
-        groups.setdefault(key, []).append((gpu, f))
-    out: list[Finding] = []
-    for (code, severity, message, fix, predicts), members in groups.items():
-        if len(members) == 1:
-            out.append(members[0][1])
-            continue
-        gpus = [g for g, _ in members]
-        label = group_label(gpus)
-        for singular, plural in ((" is ", " are "), (" has ", " have ")):
-            message = message.replace("\0" + singular, label + plural)
-        ids = ",".join(str(g.nvml_index) for g in gpus)
-        out.append(
-            Finding(
-                code,
-                severity,
-                message.replace("\0", label),
-                fix.replace("\0", ids) or None,
-                predicts,
-                subject=group_subject(gpus),
-            )
-        )
     return out
 
 

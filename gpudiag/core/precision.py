@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gpudiag.core.health import group_label, group_subject, parse_cc
+from gpudiag.core.grouping import group_label, group_subject
+from gpudiag.core.health import parse_cc
 from gpudiag.errors import GpudiagInputError
 from gpudiag.model import Finding, Gpu, Resolution, Snapshot
 

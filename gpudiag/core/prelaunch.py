@@ -34,39 +34,27 @@ unless said otherwise):
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
-from gpudiag.core.dataparallel import (
-    INVALID_ORDINAL,
-    cvd_phrase,
-    describe_device,
-    describe_devices,
-    gpu_by_nvml_index,
-)
 from gpudiag.core.ddp import (
     ENV_RENDEZVOUS_ORDER,
     LAUNCHER_VARS,
     NCCL_NOT_BUILT,
-    duplicate_gpu_text,
     env_missing_text,
-    parse_env_int,
+    validate_ddp,
 )
+from gpudiag.core.port import PortProber, port_findings, port_target
+from gpudiag.core.rank_devices import device_subset_findings, per_rank_set_device_findings
 from gpudiag.errors import GpudiagInputError
-from gpudiag.model import Finding, PortProbe, Resolution, Severity, Snapshot
+from gpudiag.model import Finding, Resolution, Snapshot
 
 CODES: dict[str, str] = {
     "DDP-LAUNCHED-ENV-MISSING": "check --launched, but launcher variables are missing",
-    "DDP-PORT-IN-USE": "the rendezvous port is already bound on this host",
     "DDP-NCCL-NOT-BUILT": "backend nccl, but this torch build has no NCCL",
-    "DDP-SET-DEVICE-INVALID": "a rank's device is not a visible cuda ordinal",
-    "DDP-CUDA0-CONTEXT": "DDP on a device subset without cuda:0: cuda:0 still gets a context",
 }
 
-#: torchrun's static-rendezvous default (run.py), also accelerate's and DeepSpeed's.
-DEFAULT_MASTER_PORT = 29500
-DEFAULT_MASTER_ADDR = "127.0.0.1"
 _VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -164,91 +152,6 @@ def launched_findings(
     ]
 
 
-@dataclass(frozen=True)
-class PortTarget:
-    """Where rank 0 will listen: ``address:port``; ``explicit`` when a variable set the port."""
-
-    address: str
-    port: int
-    explicit: bool
-
-
-def port_target(env: Mapping[str, str]) -> PortTarget | None:
-    """The rendezvous port this process (or the launch it precedes) will bind, if any.
-
-    None inside a torchrun worker (the agent already holds the port), for a rank
-    other than 0 (rank 0 binds), and for a port that is invalid or 0 (other rules
-    report those; 0 means "any free port").
-    """
-    if "TORCHELASTIC_RUN_ID" in env:
-        return None
-    rank = env.get("RANK")
-    if rank and parse_env_int(rank) != 0:
-        return None
-    raw = env.get("MASTER_PORT") or env.get("PET_MASTER_PORT")
-    if raw:
-        port = parse_env_int(raw)
-        if port is None or not 1 <= port <= 65535:
-            return None
-        explicit = True
-    else:
-        port, explicit = DEFAULT_MASTER_PORT, False
-    address = env.get("MASTER_ADDR") or env.get("PET_MASTER_ADDR") or DEFAULT_MASTER_ADDR
-    return PortTarget(address, port, explicit)
-
-
-def addr_in_use_text(port: int) -> str:
-    """The error rank 0's TCPStore raises for a taken port (libuv backend, Linux)."""
-    return (
-        "torch.distributed.DistNetworkError: The server socket has failed to listen on any "
-        f"local network address. port: {port}, useIpv6: false, code: -98, name: EADDRINUSE, "
-        "message: address already in use"
-    )
-
-
-def port_findings(probe: PortProbe, target: PortTarget) -> list[Finding]:
-    """``DDP-PORT-IN-USE`` when the probe found the port taken; nothing otherwise."""
-    if probe.status != "in_use":
-        return []
-    if probe.holders:
-        who = "by " + ", ".join(
-            f"pid {h.pid}"
-            + (f" ({h.name})" if h.name else "")
-            + (f": {h.cmdline}" if h.cmdline else "")
-            for h in probe.holders
-        )
-        stop = (
-            " or stop "
-            + ", ".join(f"pid {h.pid}" for h in probe.holders)
-            + (" if it is a leftover job")
-        )
-    else:
-        who = "by a process /proc does not show (another user's, or another container's)"
-        stop = ""
-    if target.explicit:
-        source = f"MASTER_PORT={target.port}"
-        severity: Severity = "error"
-    else:
-        source = (
-            f"No MASTER_PORT is set, and the default port {target.port} (torchrun's static "
-            "rendezvous: multi-node or --master-addr given; accelerate; DeepSpeed)"
-        )
-        severity = "warning"
-    return [
-        Finding(
-            "DDP-PORT-IN-USE",
-            severity,
-            f"{source} is already in use on this host ({target.address} is local) {who}: "
-            "rank 0 cannot listen there, and the other ranks may connect to the wrong "
-            "process.",
-            "Pick a free port: export MASTER_PORT=<free port> or torchrun --master-port "
-            "<free port> (on one node, torchrun --standalone picks one itself)" + stop + ".",
-            addr_in_use_text(target.port),
-            subject="MASTER_PORT",
-        )
-    ]
-
-
 def nccl_findings(snapshot: Snapshot, resolution: Resolution, backend: str | None) -> list[Finding]:
     """``DDP-NCCL-NOT-BUILT``: backend nccl (given, or torch's default with GPUs) and no NCCL."""
     n = len(resolution.devices)
@@ -287,125 +190,75 @@ def nccl_findings(snapshot: Snapshot, resolution: Resolution, backend: str | Non
     ]
 
 
-def _duplicates(
-    chosen: Sequence[int], resolution: Resolution, snapshot: Snapshot, what: str
-) -> list[Finding]:
-    ranks_of: dict[int, list[int]] = {}
-    for rank, ordinal in enumerate(chosen):
-        ranks_of.setdefault(max(ordinal, 0), []).append(rank)
-    out: list[Finding] = []
-    for ordinal, ranks in ranks_of.items():
-        if len(ranks) < 2:
-            continue
-        dev = resolution.devices[ordinal]
-        gpu = gpu_by_nvml_index(snapshot, dev.nvml_index)
-        out.append(
-            Finding(
-                "DDP-DUPLICATE-GPU",
-                "error",
-                f"Local ranks {', '.join(map(str, ranks))} all use {describe_device(dev, snapshot)}"
-                f" ({what}); NCCL refuses two ranks on one GPU.",
-                "Give each local rank its own GPU: torch.cuda.set_device(local_rank), or list "
-                f"{len(chosen)} distinct cuda ordinals.",
-                duplicate_gpu_text(gpu.pci_bus_id if gpu else None).replace(
-                    "rank 1 and rank 0", f"rank {ranks[1]} and rank {ranks[0]}"
-                ),
-                subject=dev.uuid,
-            )
-        )
-    return out
-
-
-def _invalid(
-    chosen: Sequence[int], resolution: Resolution, snapshot: Snapshot, option: str
-) -> list[Finding]:
-    n = len(resolution.devices)
-    bad = [(rank, k) for rank, k in enumerate(chosen) if k >= n]
-    if not bad or n == 0:
-        return []
-    ranks = ", ".join(f"local rank {r} -> cuda:{k}" for r, k in bad)
-    return [
-        Finding(
-            "DDP-SET-DEVICE-INVALID",
-            "error",
-            f"{option}: {ranks}, but only {n} GPU(s) are visible {cvd_phrase(resolution)}: "
-            f"{describe_devices(resolution.devices, snapshot)}; torch.cuda.set_device fails "
-            "in those ranks.",
-            f"Use cuda ordinals 0..{n - 1} (they count the visible GPUs, not nvidia-smi's), "
-            "or make more GPUs visible.",
-            INVALID_ORDINAL,
-            subject=f"cuda:{bad[0][1]}",
-        )
-    ]
-
-
-def per_rank_set_device_findings(
-    resolution: Resolution, snapshot: Snapshot, values: Sequence[int], backend: str | None
-) -> list[Finding]:
-    """``--set-device K0,K1,…``: local rank r calls ``torch.cuda.set_device(K_r)``."""
-    out = _invalid(values, resolution, snapshot, f"--set-device {','.join(map(str, values))}")
-    n = len(resolution.devices)
-    if out or n == 0:
-        return out
-    if (backend or "nccl") == "nccl":
-        out += _duplicates(values, resolution, snapshot, "--set-device; negative is a no-op")
-    return out
-
-
-def device_subset_findings(
+def ddp_findings(
     resolution: Resolution,
     snapshot: Snapshot,
-    subset: Sequence[int],
+    *,
+    env: Mapping[str, str],
+    nproc_per_node: int | None,
     backend: str | None,
+    ddp_set_device: int | None,
+    launched: bool,
+    script_reads: Sequence[str],
+    init_rank_args: bool,
+    set_device_per_rank: Sequence[int] | None,
+    ddp_devices: Sequence[int] | None,
+    port_prober: PortProber | None,
 ) -> list[Finding]:
-    """DDP over chosen cuda ordinals (Lightning ``devices=[1,2]``, accelerate ``gpu_ids``)."""
-    devices = resolution.devices
-    n = len(devices)
-    out = _invalid(subset, resolution, snapshot, f"--ddp-devices {','.join(map(str, subset))}")
-    if out or n == 0:
-        return out
-    if (backend or "nccl") == "nccl":
-        out += _duplicates(subset, resolution, snapshot, "--ddp-devices")
-    if out:
-        return out
-    chosen = [devices[k] for k in subset]
-    plan = "; ".join(
-        f"local rank {r} -> {describe_device(d, snapshot)}" for r, d in enumerate(chosen)
+    """All DDP findings: :func:`validate_ddp`, then this module's rules, the per-rank
+    device rules (:mod:`gpudiag.core.rank_devices`) and the port check
+    (:mod:`gpudiag.core.port`, only with a ``port_prober``)."""
+    nproc = nproc_per_node
+    if nproc is None and ddp_devices is not None:
+        nproc = len(ddp_devices)
+    if nproc is None and set_device_per_rank is not None:
+        nproc = len(set_device_per_rank)
+    out = validate_ddp(
+        resolution,
+        snapshot,
+        env=env,
+        nproc_per_node=nproc,
+        backend=backend,
+        set_device=ddp_set_device,
     )
-    out.append(
-        Finding(
-            "DDP-PLAN",
-            "info",
-            f"{len(subset)} rank(s) on the chosen devices (--ddp-devices) "
-            f"{cvd_phrase(resolution)}: {plan}.",
-            None,
+    if ddp_set_device is not None:
+        hint = (
+            " If --set-device describes only one rank, say which (--local-rank R), or give "
+            "one value per local rank (--set-device 0,1,2,3)."
         )
-    )
-    if 0 in subset or any(d.mig_uuid is not None for d in chosen):
-        return out
-    if resolution.spec is None:
-        entries = [str(d.cuda_ordinal) for d in chosen]
-    else:
-        entries = [d.entry or str(d.nvml_index) for d in chosen]
-    cvd = ",".join(e.strip() for e in entries)
-    k = len(subset)
-    out.append(
-        Finding(
-            "DDP-CUDA0-CONTEXT",
-            "warning",
-            f"The ranks use {', '.join(f'cuda:{i}' for i in subset)}, but every rank still "
-            f"sees {describe_device(devices[0], snapshot)}: whatever touches CUDA before "
-            "torch.cuda.set_device (torch.load without map_location, "
-            "torch.cuda.current_device(), device='cuda', dist.barrier() without device_ids) "
-            "creates a CUDA context (some hundred MiB) on it in every rank.",
-            f"Hide the other GPUs instead of picking a subset: CUDA_VISIBLE_DEVICES={cvd} "
-            f"with Lightning devices={k} (or accelerate --gpu_ids all --num_processes {k}); "
-            f"the chosen GPUs then are cuda:0..cuda:{k - 1} and nothing lands on physical GPU "
-            f"{devices[0].nvml_index}.",
-            f"no error: nvidia-smi lists every rank's process on physical GPU "
-            f"{devices[0].nvml_index} too (a few hundred MiB each); when that GPU is busy: "
-            "torch.OutOfMemoryError: CUDA out of memory.",
-            subject=devices[0].uuid,
-        )
-    )
+        out = [
+            dataclasses.replace(f, fix=(f.fix or "") + hint) if f.code == "DDP-DUPLICATE-GPU" else f
+            for f in out
+        ]
+    out += nccl_findings(snapshot, resolution, backend)
+    if set_device_per_rank is not None:
+        out += per_rank_set_device_findings(resolution, snapshot, set_device_per_rank, backend)
+    if ddp_devices is not None:
+        # validate_ddp plans local rank r on cuda:r; with a subset rank r uses ddp_devices[r].
+        out = [f for f in out if f.code != "DDP-PLAN"]
+        out += device_subset_findings(resolution, snapshot, ddp_devices, backend)
+    if launched:
+        mine = launched_findings(env, script_reads=script_reads, init_rank_args=init_rank_args)
+        if mine:
+            superseded = ("DDP-NOT-LAUNCHED", "DDP-LAUNCHER-ENV-MISSING")
+            out = [f for f in out if f.code not in superseded] + mine
+        else:
+            out = [f for f in out if f.code != "DDP-NOT-LAUNCHED"]
+    elif script_reads:
+        out = [_first_read(f, env, script_reads) for f in out]
+    target = port_target(env) if port_prober is not None else None
+    if port_prober is not None and target is not None:
+        out += port_findings(port_prober(target.address, target.port), target)
     return out
+
+
+def _first_read(finding: Finding, env: Mapping[str, str], script_reads: Sequence[str]) -> Finding:
+    """DDP-NOT-LAUNCHED predicts the variable the script itself reads first, if missing."""
+    if finding.code != "DDP-NOT-LAUNCHED":
+        return finding
+    for var in script_reads:
+        if var not in env:
+            return dataclasses.replace(finding, predicts=f"KeyError: '{var}'")
+        if not env[var]:
+            break
+    return finding
