@@ -504,3 +504,17 @@ def test_no_gpu_split(
         assert "Found no NVIDIA driver" in (found[0].predicts or "") or "macOS" in found[0].message
     # A reachable GPU silences every one of them.
     assert host.host_findings(dataclasses.replace(load_fixture("v100x8"), host=snap.host)) == []
+
+
+def test_unknown_script_predicts_both_first_failures() -> None:
+    [f] = prelaunch.launched_findings({})
+    assert f.predicts is not None
+    assert f.predicts.startswith(
+        "ValueError: Error initializing torch.distributed using env:// rendezvous: "
+        "environment variable RANK expected, but not set"
+    )
+    assert f.predicts.endswith("KeyError: 'LOCAL_RANK'")
+    [g] = prelaunch.launched_findings({}, script_reads=("RANK",))
+    assert g.predicts == "KeyError: 'RANK'"
+    [h] = prelaunch.launched_findings({"LOCAL_RANK": "0"})
+    assert "KeyError" not in (h.predicts or "")

@@ -119,10 +119,15 @@ def launched_findings(
     else:
         context = "no launcher variable is set: this looks like a plain `python train.py`"
     hint = ""
-    if "LOCAL_RANK" not in script_reads and not env.get("LOCAL_RANK") and first != "LOCAL_RANK":
+    if not script_reads and "LOCAL_RANK" not in env:
+        # Unknown script: most DDP scripts read LOCAL_RANK before init_process_group, so
+        # name both failures; --script-reads picks one.
         hint = (
             " A script that reads os.environ['LOCAL_RANK'] first fails earlier, with "
             "KeyError: 'LOCAL_RANK' (say so with --script-reads LOCAL_RANK)."
+        )
+        predicts += (
+            "; or, where the script reads os.environ['LOCAL_RANK'] first: KeyError: 'LOCAL_RANK'"
         )
     if under_srun:
         fix = (
