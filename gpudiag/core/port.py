@@ -64,11 +64,18 @@ def port_target(env: Mapping[str, str]) -> PortTarget | None:
 
 
 def addr_in_use_text(port: int) -> str:
-    """The error rank 0's TCPStore raises for a taken port (libuv backend, Linux)."""
+    """The error rank 0's TCPStore raises for a taken port, in both of torch's backends.
+
+    The libuv backend (default since torch 2.4) and the older socket backend
+    (``torch/csrc/distributed/c10d/socket.cpp``, still used with ``USE_LIBUV=0``)
+    word it differently; both are given so that a search for either finds it.
+    """
     return (
         "torch.distributed.DistNetworkError: The server socket has failed to listen on any "
         f"local network address. port: {port}, useIpv6: false, code: -98, name: EADDRINUSE, "
-        "message: address already in use"
+        "message: address already in use (before torch 2.4: RuntimeError: The server socket "
+        f"has failed to listen on any local network address. The server socket has failed to "
+        f"bind to [::]:{port} (errno: 98 - Address already in use).)"
     )
 
 
