@@ -518,3 +518,21 @@ def test_unknown_script_predicts_both_first_failures() -> None:
     assert g.predicts == "KeyError: 'RANK'"
     [h] = prelaunch.launched_findings({"LOCAL_RANK": "0"})
     assert "KeyError" not in (h.predicts or "")
+
+
+def test_cpu_build_of_torch_and_nccl() -> None:
+    import dataclasses
+
+    snap = load_fixture("a100x8")  # schema 1.0: nccl_available unknown
+    assert snap.torch is not None
+    cpu = dataclasses.replace(
+        snap,
+        torch=dataclasses.replace(snap.torch, version="2.13.0+cpu", cpu_only=True, devices=()),
+    )
+    res = run_check(cpu, env={}).resolution
+    # init_process_group() with no backend: a CPU build picks gloo (no NCCL asked for).
+    assert prelaunch.nccl_findings(cpu, res, None) == []
+    [f] = prelaunch.nccl_findings(cpu, res, "nccl")
+    assert f.predicts == "RuntimeError: Distributed package doesn't have NCCL built in"
+    assert "CPU-only build" in f.message
+    assert prelaunch.nccl_findings(snap, res, "nccl") == []  # a CUDA build on Linux

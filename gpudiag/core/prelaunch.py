@@ -165,12 +165,17 @@ def nccl_findings(snapshot: Snapshot, resolution: Resolution, backend: str | Non
     torch = snapshot.torch
     platform = snapshot.host.platform if snapshot.host is not None else None
     available = torch.nccl_available if torch is not None else None
-    if available is None and platform in ("Windows", "Darwin"):
-        available = False
+    if available is None and (
+        platform in ("Windows", "Darwin") or (torch is not None and torch.cpu_only)
+    ):
+        available = False  # no such build has NCCL; older snapshots lack nccl_available
     if available is not False:
         return []
-    if n == 0 and torch is not None and torch.cpu_only:
-        return []  # DDP-NCCL-NO-GPU already predicts the same error for a CPU build
+    if torch is not None and torch.cpu_only and (n == 0 or backend is None):
+        # n == 0: DDP-NCCL-NO-GPU already predicts it. backend None: torch 2.13's
+        # BackendConfig picks the backend of torch._C._get_accelerator(), which is the
+        # CPU (gloo) for a CPU build, so no NCCL is asked for.
+        return []
     version = f"torch {torch.version}" if torch is not None and torch.version else "this torch"
     if platform == "Windows":
         why = f"{version} on Windows has no NCCL (PyTorch's Windows builds never include it)"
