@@ -91,7 +91,13 @@ def test_cli_reports_a_taken_master_port(listening: int, monkeypatch: pytest.Mon
     # Live path without touching the machine's GPUs: the machine is an empty snapshot.
     machine = Snapshot(sources={"nvml": SourceStatus("unavailable", "test")})
     monkeypatch.setattr("gpudiag.machine.load_machine", lambda path: machine)
-    env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(listening), "RANK": None}
+    env = {
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(listening),
+        "RANK": None,
+        "TORCHELASTIC_RUN_ID": None,
+        "PET_MASTER_PORT": None,
+    }
     result = CliRunner().invoke(main, ["check", "--backend", "gloo", "--json"], env=env)
     doc = json.loads(result.stdout)
     [finding] = [f for f in doc["findings"] if f["code"] == "DDP-PORT-IN-USE"]
