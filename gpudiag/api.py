@@ -75,6 +75,14 @@ def check(
     env: Mapping[str, str] | None = None,
     deep: bool = False,
     launcher: str | None = None,
+    launched: bool = False,
+    script_reads: Sequence[str] = (),
+    init_rank_args: bool = False,
+    set_device_per_rank: Sequence[int] | None = None,
+    local_rank: int | None = None,
+    ddp_devices: Sequence[int] | None = None,
+    tf32: bool = False,
+    model_dtype: str | None = None,
 ) -> Report:
     """Run ``gpudiag check`` from Python; same keywords as :func:`gpudiag.core.check.run_check`.
 
@@ -88,10 +96,13 @@ def check(
     """
     machine = _machine(snapshot, deep)
     driver = None
+    port_prober = None
     if snapshot is None:
+        from gpudiag.backends.port import probe_port
         from gpudiag.machine import live_driver_asker
 
         driver = live_driver_asker(machine)
+        port_prober = probe_port  # live only: a snapshot cannot know which ports are taken
     return run_check(
         machine,
         visible=visible,
@@ -109,6 +120,15 @@ def check(
         env=dict(os.environ) if env is None else env,
         driver=driver,
         launcher=launcher,
+        launched=launched,
+        script_reads=script_reads,
+        init_rank_args=init_rank_args,
+        set_device_per_rank=set_device_per_rank,
+        local_rank=local_rank,
+        ddp_devices=ddp_devices,
+        tf32=tf32,
+        model_dtype=model_dtype,
+        port_prober=port_prober,
     )
 
 
@@ -157,6 +177,14 @@ def guard(
     env: Mapping[str, str] | None = None,
     deep: bool = False,
     launcher: str | None = None,
+    launched: bool = False,
+    script_reads: Sequence[str] = (),
+    init_rank_args: bool = False,
+    set_device_per_rank: Sequence[int] | None = None,
+    local_rank: int | None = None,
+    ddp_devices: Sequence[int] | None = None,
+    tf32: bool = False,
+    model_dtype: str | None = None,
 ) -> Report:
     """Check before training starts; raise :class:`GpuConfigError` when it would fail.
 
@@ -193,6 +221,14 @@ def guard(
         env=env,
         deep=deep,
         launcher=launcher,
+        launched=launched,
+        script_reads=script_reads,
+        init_rank_args=init_rank_args,
+        set_device_per_rank=set_device_per_rank,
+        local_rank=local_rank,
+        ddp_devices=ddp_devices,
+        tf32=tf32,
+        model_dtype=model_dtype,
     )
     extra: list[Finding] = []
     if initialised:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from gpudiag.backends.host import collect_host
 from gpudiag.backends.nvml import collect_nvml
 from gpudiag.model import GputilGpu, Snapshot, SourceStatus, TorchInfo
 
@@ -153,6 +154,7 @@ def collect_snapshot(
         # os.uname().nodename is gethostname() on POSIX, without importing socket.
         hostname=_hostname(),
         created_utc=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        host=collect_host(),
     )
 
 

@@ -12,7 +12,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-SNAPSHOT_SCHEMA = "gpudiag-snapshot/1"
+#: The schema gpudiag writes. 1.1 added ``host`` and torch's ``distributed_available`` /
+#: ``nccl_available``; a reader accepts any ``gpudiag-snapshot/1`` or ``/1.N`` (docs/snapshot.md).
+SNAPSHOT_SCHEMA = "gpudiag-snapshot/1.1"
+#: The major version every readable snapshot shares.
+SNAPSHOT_SCHEMA_MAJOR = "gpudiag-snapshot/1"
 
 Severity = Literal["error", "warning", "info"]
 SEVERITIES: tuple[Severity, ...] = ("error", "warning", "info")
@@ -99,6 +103,8 @@ class TorchInfo:
     arch_list: tuple[str, ...] = ()
     devices: tuple[TorchDevice, ...] = ()
     error: str | None = None
+    distributed_available: bool | None = None
+    nccl_available: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -128,6 +134,37 @@ class SourceStatus:
 
 
 @dataclass(frozen=True)
+class HostInfo:
+    """Facts about the host that explain a missing GPU (schema 1.1, ``host``).
+
+    None means "not collected" (an older snapshot, or unreadable).
+
+    Attributes:
+        platform: ``platform.system()``: ``Linux``, ``Windows``, ``Darwin``.
+        machine: ``platform.machine()``, e.g. ``x86_64``, ``aarch64``.
+        dev_nvidia: the ``/dev/nvidia*`` device files present (``nvidiactl``, ``nvidia0``…).
+        dev_dxg: ``/dev/dxg`` exists (WSL 2 reaches the GPU through it, not /dev/nvidia*).
+        proc_driver_nvidia: ``/proc/driver/nvidia`` exists (the kernel module is loaded;
+            the NVIDIA container runtime mounts it into a GPU container).
+        nvidia_pci_gpus: NVIDIA (vendor 0x10de) display/3D controllers in /sys/bus/pci.
+        container_marks: why gpudiag thinks this is a container (``/.dockerenv``,
+            ``/run/.containerenv``, ``KUBERNETES_SERVICE_HOST``, ``/proc/1/cgroup: docker``…);
+            empty when none was found.
+        nvidia_env: the NVIDIA container runtime's variables as set (``NVIDIA_VISIBLE_DEVICES``,
+            ``NVIDIA_DRIVER_CAPABILITIES``); an nvidia/cuda image sets them itself.
+    """
+
+    platform: str | None = None
+    machine: str | None = None
+    dev_nvidia: tuple[str, ...] | None = None
+    dev_dxg: bool | None = None
+    proc_driver_nvidia: bool | None = None
+    nvidia_pci_gpus: int | None = None
+    container_marks: tuple[str, ...] | None = None
+    nvidia_env: Mapping[str, str] = field(default_factory=dict, hash=False)
+
+
+@dataclass(frozen=True)
 class Snapshot:
     """Everything gpudiag knows about a machine; the JSON snapshot's content."""
 
@@ -145,6 +182,7 @@ class Snapshot:
     hostname: str | None = None
     created_utc: str | None = None
     schema: str = SNAPSHOT_SCHEMA
+    host: HostInfo | None = None
 
     @property
     def cuda_visible_devices(self) -> str | None:
@@ -284,3 +322,32 @@ class Resolution:
     method: Literal["rules", "driver"] = "rules"
     certain: bool = True
     cuinit_error: str | None = None
+
+
+@dataclass(frozen=True)
+class PortHolder:
+    """A process holding a TCP port, as ``/proc/net/tcp*`` and ``/proc/*/fd`` tell."""
+
+    pid: int
+    name: str | None = None
+    cmdline: str | None = None
+
+
+@dataclass(frozen=True)
+class PortProbe:
+    """The outcome of trying to bind the rendezvous port (live only).
+
+    Attributes:
+        address: the address checked (``MASTER_ADDR`` or its default).
+        port: the port checked.
+        status: ``free``; ``in_use`` (EADDRINUSE); ``not_local`` (the address is another
+            host's, so rank 0 binds there); ``error`` (could not tell: ``reason``).
+        reason: the error text for ``error`` (or ``in_use``).
+        holders: the processes listening on the port, where ``/proc`` tells.
+    """
+
+    address: str
+    port: int
+    status: Literal["free", "in_use", "not_local", "error"]
+    reason: str | None = None
+    holders: tuple[PortHolder, ...] = ()

@@ -1,4 +1,4 @@
-"""Read and write machine snapshots (schema ``gpudiag-snapshot/1``).
+"""Read and write machine snapshots (schema ``gpudiag-snapshot/1``, minor version 1.1).
 
 The schema is documented in ``docs/snapshot.md``. Reading is strict about the
 required fields and their types, lenient about unknown extra fields (the schema
@@ -15,10 +15,11 @@ from typing import Any
 
 from gpudiag.errors import GpudiagInputError
 from gpudiag.model import (
-    SNAPSHOT_SCHEMA,
+    SNAPSHOT_SCHEMA_MAJOR,
     Gpu,
     GpuProcess,
     GputilGpu,
+    HostInfo,
     MigDevice,
     Snapshot,
     SourceStatus,
@@ -49,6 +50,7 @@ _NON_NEGATIVE = frozenset(
         "ecc_uncorrectable_volatile",
         "ecc_uncorrectable_aggregate",
         "device_count",
+        "nvidia_pci_gpus",
     }
 )
 
@@ -250,6 +252,8 @@ def torch_from_json(raw: object) -> TorchInfo | None:
         arch_list=tuple(arch),
         devices=tuple(devices),
         error=_opt(d, "error", str, where),
+        distributed_available=_opt(d, "distributed_available", bool, where),
+        nccl_available=_opt(d, "nccl_available", bool, where),
     )
 
 
@@ -276,6 +280,8 @@ def torch_to_json(info: TorchInfo | None) -> dict[str, Any] | None:
             for d in info.devices
         ],
         "error": info.error,
+        "distributed_available": info.distributed_available,
+        "nccl_available": info.nccl_available,
     }
 
 
@@ -321,6 +327,66 @@ def gputil_to_json(gpus: tuple[GputilGpu, ...] | None) -> list[dict[str, Any]] |
     ]
 
 
+def _str_list(d: Mapping[str, Any], key: str, where: str) -> tuple[str, ...] | None:
+    value = d.get(key)
+    if value is None:
+        return None
+    if not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+        raise SnapshotError(f"{where}.{key} must be a list of strings or null")
+    return tuple(value)
+
+
+def host_from_json(raw: object) -> HostInfo | None:
+    """Validate and build the host facts (schema 1.1's ``host``; absent before)."""
+    if raw is None:
+        return None
+    where = "host"
+    d = _obj(raw, where)
+    env = _opt(d, "nvidia_env", dict, where) or {}
+    for key, value in env.items():
+        if not isinstance(value, str):
+            raise SnapshotError(f"host.nvidia_env.{key} must be a string")
+    return HostInfo(
+        platform=_opt(d, "platform", str, where),
+        machine=_opt(d, "machine", str, where),
+        dev_nvidia=_str_list(d, "dev_nvidia", where),
+        dev_dxg=_opt(d, "dev_dxg", bool, where),
+        proc_driver_nvidia=_opt(d, "proc_driver_nvidia", bool, where),
+        nvidia_pci_gpus=_opt(d, "nvidia_pci_gpus", int, where),
+        container_marks=_str_list(d, "container_marks", where),
+        nvidia_env={str(k): v for k, v in env.items()},
+    )
+
+
+def host_to_json(host: HostInfo | None) -> dict[str, Any] | None:
+    """The snapshot JSON object of the host facts (None when not collected)."""
+    if host is None:
+        return None
+    return {
+        "platform": host.platform,
+        "machine": host.machine,
+        "dev_nvidia": None if host.dev_nvidia is None else list(host.dev_nvidia),
+        "dev_dxg": host.dev_dxg,
+        "proc_driver_nvidia": host.proc_driver_nvidia,
+        "nvidia_pci_gpus": host.nvidia_pci_gpus,
+        "container_marks": None if host.container_marks is None else list(host.container_marks),
+        "nvidia_env": dict(host.nvidia_env),
+    }
+
+
+def schema_is_readable(schema: object) -> bool:
+    """``gpudiag-snapshot/1`` or ``gpudiag-snapshot/1.N``: same major, any minor.
+
+    Minor versions only add optional fields, which older readers ignore.
+    """
+    if not isinstance(schema, str):
+        return False
+    if schema == SNAPSHOT_SCHEMA_MAJOR:
+        return True
+    head, dot, minor = schema.rpartition(".")
+    return head == SNAPSHOT_SCHEMA_MAJOR and dot == "." and minor.isascii() and minor.isdigit()
+
+
 def _sources_from_json(raw: object) -> dict[str, SourceStatus]:
     if raw is None:
         return {}
@@ -346,8 +412,11 @@ def snapshot_from_json(data: object) -> Snapshot:
     """
     d = _obj(data, "snapshot")
     schema = d.get("schema")
-    if schema != SNAPSHOT_SCHEMA:
-        raise SnapshotError(f"schema is {schema!r}, expected {SNAPSHOT_SCHEMA!r}")
+    if not schema_is_readable(schema):
+        raise SnapshotError(
+            f"schema is {schema!r}, expected {SNAPSHOT_SCHEMA_MAJOR!r} or "
+            f"'{SNAPSHOT_SCHEMA_MAJOR}.N'"
+        )
     for key in _REQUIRED_TOP:
         if key not in d:
             raise SnapshotError(f"required field {key!r} is missing")
@@ -374,7 +443,7 @@ def snapshot_from_json(data: object) -> Snapshot:
     if cuda_order is not None and len({u.lower() for u in cuda_order}) != len(cuda_order):
         raise SnapshotError("cuda_order must not list a UUID twice")
     return Snapshot(
-        schema=schema,
+        schema=str(schema),
         driver_version=_opt(d, "driver_version", str, "snapshot"),
         cuda_driver_version=_opt(d, "cuda_driver_version", str, "snapshot"),
         env=env,
@@ -385,6 +454,7 @@ def snapshot_from_json(data: object) -> Snapshot:
         gputil=gputil_from_json(d.get("gputil")),
         hostname=_opt(d, "hostname", str, "snapshot"),
         created_utc=_opt(d, "created_utc", str, "snapshot"),
+        host=host_from_json(d.get("host")),
     )
 
 
@@ -404,6 +474,7 @@ def snapshot_to_json(snap: Snapshot) -> dict[str, Any]:
         },
         "torch": torch_to_json(snap.torch),
         "gputil": gputil_to_json(snap.gputil),
+        "host": host_to_json(snap.host),
     }
 
 

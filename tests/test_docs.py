@@ -13,7 +13,9 @@ import gpudiag.core
 
 ROOT = Path(__file__).resolve().parent.parent
 FINDINGS_DOC = ROOT / "docs" / "findings.md"
-CODE_RE = re.compile(r'"((?:SRC|INV|VIS|DP|DDP|HEALTH|CHECK|API)-[A-Z0-9]+(?:-[A-Z0-9]+)*)"')
+CODE_RE = re.compile(
+    r'"((?:SRC|INV|VIS|DP|DDP|HEALTH|HOST|ENV|CHECK|API)-[A-Z0-9]+(?:-[A-Z0-9]+)*)"'
+)
 
 
 def _core_modules() -> list[object]:

@@ -123,7 +123,7 @@ def test_snapshot_then_list_round_trips(tmp_path: Path) -> None:
     assert out == ""
     assert err == f"wrote {out_file}\n"
     doc = json.loads(out_file.read_text())
-    assert doc["schema"] == "gpudiag-snapshot/1"
+    assert doc["schema"] == "gpudiag-snapshot/1.1"
     code, out, err = _run("list", "--snapshot", str(out_file), "--json")
     assert code == 0 and err == ""
     listed = json.loads(out)
@@ -152,7 +152,10 @@ def test_snapshot_unwritable_output_is_bad_input(tmp_path: Path) -> None:
     ("content", "message"),
     [
         ("{broken", "is not valid JSON"),
-        ('{"schema": "other"}', "is invalid: schema is 'other', expected 'gpudiag-snapshot/1'"),
+        (
+            '{"schema": "other"}',
+            "is invalid: schema is 'other', expected 'gpudiag-snapshot/1' or 'gpudiag-snapshot/1.N'",
+        ),
     ],
 )
 def test_malformed_snapshot_is_one_line_and_exit_2(

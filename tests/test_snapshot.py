@@ -87,9 +87,12 @@ def _mutated(change: str) -> dict:
     [
         (
             "doc['schema'] = 'gpudiag-snapshot/2'",
-            "schema is 'gpudiag-snapshot/2', expected 'gpudiag-snapshot/1'",
+            "schema is 'gpudiag-snapshot/2', expected 'gpudiag-snapshot/1' or 'gpudiag-snapshot/1.N'",
         ),
-        ("del doc['schema']", "schema is None, expected 'gpudiag-snapshot/1'"),
+        (
+            "del doc['schema']",
+            "schema is None, expected 'gpudiag-snapshot/1' or 'gpudiag-snapshot/1.N'",
+        ),
         ("del doc['cuda_order']", "required field 'cuda_order' is missing"),
         ("doc['gpus'] = {}", "gpus must be a list, not dict"),
         (

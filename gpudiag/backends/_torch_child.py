@@ -28,7 +28,19 @@ def _query() -> dict[str, Any]:
         "arch_list": [],
         "devices": [],
         "error": None,
+        "distributed_available": None,
+        "nccl_available": None,
     }
+    # init_process_group('nccl') raises "Distributed package doesn't have NCCL built in"
+    # when is_nccl_available() is False (torch 2.13 distributed_c10d.py); neither call
+    # initialises CUDA.
+    try:
+        import torch.distributed as dist
+
+        out["distributed_available"] = bool(dist.is_available())
+        out["nccl_available"] = bool(dist.is_available() and dist.is_nccl_available())
+    except Exception:  # a broken build: leave both unknown
+        pass
     init_warnings: list[str] = []
     try:
         with warnings.catch_warnings(record=True) as caught:

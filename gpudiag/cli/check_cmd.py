@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 import click
 
@@ -17,6 +18,9 @@ from gpudiag.cli.options import (
 )
 from gpudiag.errors import GpudiagInputError
 from gpudiag.parsing import parse_int, parse_int_list
+
+if TYPE_CHECKING:
+    from gpudiag.model import PortProbe
 
 _EPILOG = """\b
 Examples:
@@ -34,6 +38,10 @@ Examples:
   gpudiag check --snapshot node.json --json       # replay a saved machine
   gpudiag check -q                                # the verdict line and errors only
   gpudiag explain HEALTH-DRIVER-TOO-OLD           # what a finding means, how to fix it
+  gpudiag check --launched --script-reads LOCAL_RANK  # first line of a DDP script
+  gpudiag check --ddp-devices 1,2                 # Lightning devices=[1,2]
+  gpudiag check --set-device 0,1,2,3              # one value per local rank
+  gpudiag check --amp fp16 --model-dtype bf16 --tf32
 
 \b
 Device ids are cuda ordinals under CUDA_VISIBLE_DEVICES (cuda:0 is the first
@@ -67,6 +75,25 @@ def parse_device_ids(text: str | None) -> tuple[bool, list[int] | None]:
     return True, ids
 
 
+def parse_set_device(text: str | None) -> tuple[int | None, list[int] | None]:
+    """``--set-device K`` → (K, None); ``--set-device K0,K1`` → (None, [K0, K1]).
+
+    Raises:
+        GpudiagInputError: an entry that is not an integer.
+    """
+    if text is None:
+        return None, None
+    if "," in text:
+        return None, parse_int_list("--set-device", text)
+    return parse_int("--set-device", text), None
+
+
+def _probe_port(address: str, port: int) -> PortProbe:
+    from gpudiag.backends.port import probe_port
+
+    return probe_port(address, port)
+
+
 def _int(name: str, text: str | None) -> int | None:
     return None if text is None else parse_int(name, text)
 
@@ -97,9 +124,18 @@ def _choice(name: str, text: str | None, choices: tuple[str, ...]) -> str | None
 )
 @click.option(
     "--set-device",
-    metavar="K",
+    metavar="K|K0,K1,...",
     default=None,
-    help="The script calls torch.cuda.set_device(K) first, so cuda:K is the current device.",
+    help="The script calls torch.cuda.set_device(K) first, so cuda:K is the current device. "
+    "One value applies to every DDP rank unless --local-rank says which rank it describes "
+    "(or it equals LOCAL_RANK); K0,K1,... gives one value per local rank.",
+)
+@click.option(
+    "--local-rank",
+    metavar="R",
+    default=None,
+    help="The local rank that a single --set-device value describes (default: LOCAL_RANK "
+    "when it equals that value).",
 )
 @click.option(
     "--module-device",
@@ -138,7 +174,52 @@ def _choice(name: str, text: str | None, choices: tuple[str, ...]) -> str | None
     help="DeepSpeed's --exclude (localhost:0). --nproc-per-node stands for --num_gpus.",
 )
 @click.option(
-    "--amp", metavar="bf16|fp16", default=None, help="The job uses autocast in this dtype."
+    "--ddp-devices",
+    metavar="IDS",
+    default=None,
+    help="The cuda ordinals the DDP ranks use, local rank r on the r-th: Lightning "
+    "devices=[1,2], accelerate gpu_ids=1,2.",
+)
+@click.option(
+    "--launched",
+    is_flag=True,
+    default=False,
+    help="Assert that this runs inside a launcher (torchrun, srun): missing launcher "
+    "variables are errors. For a DDP script's first line.",
+)
+@click.option(
+    "--script-reads",
+    metavar="VARS",
+    default=None,
+    help="Variables the script reads itself before init_process_group, in order "
+    "(e.g. LOCAL_RANK): the first one missing is the predicted error.",
+)
+@click.option(
+    "--init-rank-args",
+    is_flag=True,
+    default=False,
+    help="init_process_group gets rank= and world_size=, so env:// reads only "
+    "MASTER_ADDR and MASTER_PORT.",
+)
+@click.option(
+    "--amp",
+    "--autocast-dtype",
+    "amp",
+    metavar="bf16|fp16",
+    default=None,
+    help="The job uses autocast in this dtype.",
+)
+@click.option(
+    "--model-dtype",
+    metavar="bf16|fp16|fp32",
+    default=None,
+    help="The dtype the model was trained in (a bf16-trained model overflows under fp16).",
+)
+@click.option(
+    "--tf32",
+    is_flag=True,
+    default=False,
+    help="The job switches TF32 on (allow_tf32, set_float32_matmul_precision('high')).",
 )
 @click.option(
     "--expect-gpus", metavar="N", default=None, help="Error unless exactly N GPUs are visible."
@@ -154,6 +235,7 @@ def check(
     device_ids: str | None,
     output_device: str | None,
     set_device: str | None,
+    local_rank: str | None,
     module_device: str | None,
     batch_size: str | None,
     nproc_per_node: str | None,
@@ -161,7 +243,13 @@ def check(
     launcher: str | None,
     deepspeed_include: str | None,
     deepspeed_exclude: str | None,
+    ddp_devices: str | None,
+    launched: bool,
+    script_reads: str | None,
+    init_rank_args: bool,
     amp: str | None,
+    model_dtype: str | None,
+    tf32: bool,
     expect_gpus: str | None,
     strict: bool,
     deep: bool,
@@ -176,12 +264,25 @@ def check(
     environment (CUDA_VISIBLE_DEVICES, torchrun and Slurm variables) and GPU health.
     """
     # Parse every option before touching the machine: bad input exits 2 fast.
+    from gpudiag.core.prelaunch import parse_script_reads
+
     dataparallel, ids = parse_device_ids(device_ids)
+    one_device, per_rank = parse_set_device(set_device)
     kwargs = {
         "device_ids": ids,
         "dataparallel": dataparallel,
         "output_device": _int("--output-device", output_device),
-        "set_device": _int("--set-device", set_device),
+        "set_device": one_device,
+        "set_device_per_rank": per_rank,
+        "local_rank": _int("--local-rank", local_rank),
+        "ddp_devices": None
+        if ddp_devices is None
+        else parse_int_list("--ddp-devices", ddp_devices, minimum=0),
+        "launched": launched,
+        "script_reads": parse_script_reads(script_reads),
+        "init_rank_args": init_rank_args,
+        "model_dtype": _choice("--model-dtype", model_dtype, ("bf16", "fp16", "fp32")),
+        "tf32": tf32,
         "module_device": module_device,
         "batch_size": _int("--batch-size", batch_size),
         "nproc_per_node": _int("--nproc-per-node", nproc_per_node),
@@ -211,6 +312,8 @@ def check(
         env=dict(os.environ),
         # Live: the CUDA driver confirms the rules' mapping; a snapshot has only the rules.
         driver=None if snapshot_path is not None else live_driver_asker(machine),
+        # Live only: a snapshot cannot know which ports are taken on the machine now.
+        port_prober=None if snapshot_path is not None else _probe_port,
         **kwargs,  # type: ignore[arg-type]
     )
     if as_json:

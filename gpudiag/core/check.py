@@ -24,15 +24,22 @@ from gpudiag.core.dataparallel import (
     gpu_by_nvml_index,
     validate_dataparallel,
 )
-from gpudiag.core.ddp import has_launcher_env, validate_ddp
+from gpudiag.core.ddp import has_launcher_env
 from gpudiag.core.health import health_findings
+from gpudiag.core.host import host_findings, kineto_findings
 from gpudiag.core.launch_rules import deepspeed_findings
 from gpudiag.core.launchers import canonical_launcher, deepspeed_devices, present_launchers
+from gpudiag.core.precision import precision_findings
+from gpudiag.core.prelaunch import ddp_findings
+from gpudiag.core.rank_devices import set_device_roles
 from gpudiag.errors import GpudiagInputError
 
 if TYPE_CHECKING:
     from gpudiag.core.visibility import DriverAsker
 from gpudiag.model import SEVERITIES, Finding, Resolution, Snapshot
+
+if TYPE_CHECKING:
+    from gpudiag.core.port import PortProber
 
 CODES: dict[str, str] = {
     "CHECK-EXPECT-GPUS": "the number of visible GPUs differs from --expect-gpus",
@@ -131,6 +138,15 @@ def run_check(
     launcher: str | None = None,
     deepspeed_include: str | None = None,
     deepspeed_exclude: str | None = None,
+    launched: bool = False,
+    script_reads: Sequence[str] = (),
+    init_rank_args: bool = False,
+    set_device_per_rank: Sequence[int] | None = None,
+    local_rank: int | None = None,
+    ddp_devices: Sequence[int] | None = None,
+    tf32: bool = False,
+    model_dtype: str | None = None,
+    port_prober: PortProber | None = None,
 ) -> Report:
     """Check a job's GPU configuration against a machine.
 
@@ -154,6 +170,21 @@ def run_check(
         deepspeed_include, deepspeed_exclude: DeepSpeed's ``--include``/``--exclude``
             (imply ``launcher='deepspeed'``); with ``nproc_per_node`` as ``--num_gpus``
             they decide the workers' ``CUDA_VISIBLE_DEVICES``.
+        launched: the job asserts it runs inside a launcher (``check --launched``):
+            missing launcher variables are errors.
+        script_reads: variables the script reads itself before ``init_process_group``,
+            in order (``LOCAL_RANK``): the first missing one is the predicted error.
+        init_rank_args: ``init_process_group`` gets ``rank=``/``world_size=``.
+        set_device_per_rank: one ``torch.cuda.set_device`` ordinal per local rank.
+        local_rank: the local rank a single ``set_device`` describes (default: the
+            environment's ``LOCAL_RANK`` when it equals ``set_device``; otherwise every
+            rank calls ``set_device(set_device)``).
+        ddp_devices: the cuda ordinals the DDP ranks use (Lightning ``devices=[1,2]``,
+            accelerate ``gpu_ids``); local rank r uses ``ddp_devices[r]``.
+        tf32: the job switches TF32 on.
+        model_dtype: the dtype the model was trained in (``bf16``/``fp16``/``fp32``).
+        port_prober: binds the rendezvous port for an instant (live only); None skips
+            the port check (a snapshot cannot know which ports are taken).
 
     Raises:
         GpudiagInputError: an invalid option value.
@@ -204,36 +235,78 @@ def run_check(
             )
         )
 
-    dp_options = (device_ids, output_device, set_device, module_device, batch_size)
-    if dataparallel or any(o is not None for o in dp_options):
+    host = host_findings(snapshot)
+    if host:
+        # It says which of "container without GPU access", "no NVIDIA GPU" and "driver
+        # missing" this is; the inventory's generic "install the driver" would contradict it.
+        findings = [f for f in findings if f.code != "SRC-NVML-UNAVAILABLE"]
+    findings += host
+    findings += kineto_findings(env, snapshot)
+
+    dp_set_device, ddp_set_device = set_device_roles(
+        set_device, set_device_per_rank, local_rank, nproc_per_node, env
+    )
+    ddp_asked = (
+        launched or ddp_devices is not None or set_device_per_rank is not None or bool(script_reads)
+    )
+    run_ddp = (
+        nproc_per_node is not None
+        or backend is not None
+        or launcher is not None
+        or has_launcher_env(env)
+        or ddp_asked
+    )
+    other_dp = (device_ids, output_device, module_device, batch_size)
+    dp_asked = dataparallel or any(o is not None for o in other_dp)
+    if dp_asked or (dp_set_device is not None and not run_ddp):
         checks.append("dataparallel")
         findings += validate_dataparallel(
             resolution,
             snapshot,
             device_ids=device_ids,
             output_device=output_device,
-            set_device=set_device,
+            set_device=dp_set_device,
             module_device=module_device,
             batch_size=batch_size,
         )
-    if (
-        nproc_per_node is not None
-        or backend is not None
-        or launcher is not None
-        or has_launcher_env(env)
-    ):
+    elif dp_set_device is not None:
+        # A DDP rank's set_device: no DataParallel follows it, so only the set_device step
+        # of the DataParallel rules applies (an invalid or negative ordinal).
+        findings += [
+            f
+            for f in validate_dataparallel(
+                resolution,
+                snapshot,
+                device_ids=None,
+                output_device=None,
+                set_device=dp_set_device,
+                module_device=None,
+                batch_size=None,
+            )
+            if f.code.startswith("DP-SET-DEVICE-")
+        ]
+    if run_ddp:
         checks.append("ddp")
-        findings += validate_ddp(
+        findings += ddp_findings(
             resolution,
             snapshot,
             env=env,
             nproc_per_node=nproc_per_node,
             backend=backend,
-            set_device=set_device,
+            ddp_set_device=ddp_set_device,
+            launched=launched,
+            script_reads=script_reads,
+            init_rank_args=init_rank_args,
+            set_device_per_rank=set_device_per_rank,
+            ddp_devices=ddp_devices,
+            port_prober=port_prober,
             launcher=launcher,
         )
     checks.append("health")
     findings += health_findings(snapshot, resolution, amp=amp)
+    findings += precision_findings(
+        snapshot, resolution, tf32=tf32, amp=amp, model_dtype=model_dtype
+    )
 
     final = _dedupe(findings)
     return Report(

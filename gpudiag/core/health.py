@@ -20,6 +20,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from gpudiag.core.grouping import gpu_label as _label
+from gpudiag.core.grouping import group_by, group_label, group_subject, merge_same
 from gpudiag.errors import GpudiagInputError
 from gpudiag.model import Finding, Gpu, Resolution, Snapshot
 
@@ -67,10 +69,6 @@ _INTEGRATED_CC = {53, 62, 72, 87}
 _EXTRA_TARGETS = {101: {110}}
 
 _ARCH_RE = re.compile(r"^(sm|compute)_(\d+)([af]?)$")
-
-
-def _label(gpu: Gpu) -> str:
-    return f"physical GPU {gpu.nvml_index} ({gpu.name or 'unknown model'}, {gpu.uuid})"
 
 
 def parse_cc(text: str | None) -> int | None:
@@ -138,8 +136,7 @@ def health_findings(
     out: list[Finding] = []
     out += _lost(snapshot)
     gpus = _visible_gpus(snapshot, resolution)
-    for gpu in gpus:
-        out += _gpu_health(gpu)
+    out += merge_same([(gpu, f) for gpu in gpus for f in _gpu_health(gpu)])
     off = [g for g in gpus if g.persistence_mode is False]
     if off:
         out.append(
@@ -336,7 +333,7 @@ def _gpu_health(gpu: Gpu) -> list[Finding]:
             Finding(
                 "HEALTH-THROTTLE",
                 "info",
-                f"{label} is at its software power cap"
+                f"{label} is at the software power cap"
                 + (f" ({gpu.power_limit_w:g} W)" if gpu.power_limit_w else "")
                 + ": clocks are reduced to stay within the power limit.",
                 "Normal under full load; if the GPU is idle, check nvidia-smi -q -d POWER.",
@@ -394,6 +391,7 @@ def _arch(snapshot: Snapshot, gpus: Sequence[Gpu]) -> list[Finding]:
         return []
     out: list[Finding] = []
     arch_text = " ".join(info.arch_list)
+    served: list[tuple[Gpu, int, str]] = []
     for gpu in gpus:
         cc = parse_cc(gpu.compute_capability)
         if cc is None:
@@ -401,20 +399,28 @@ def _arch(snapshot: Snapshot, gpus: Sequence[Gpu]) -> list[Finding]:
         kinds = {arch_runs_on(a, cc) for a in info.arch_list}
         if "cubin" in kinds:
             continue
-        name = gpu.name or "this GPU"
-        if "ptx" in kinds:
+        served.append((gpu, cc, "ptx" if "ptx" in kinds else "none"))
+    # One finding per (capability, kind, model), listing every GPU it applies to.
+    groups: dict[tuple[int, str, str | None], list[Gpu]] = {}
+    for gpu, cc, kind in served:
+        groups.setdefault((cc, kind, gpu.name), []).append(gpu)
+    for (cc, kind, model), members in groups.items():
+        label = group_label(members)
+        first = members[0]
+        name = model or "this GPU"
+        if kind == "ptx":
             out.append(
                 Finding(
                     "HEALTH-ARCH-PTX-JIT",
                     "warning",
-                    f"torch {info.version or '?'} ships no native kernels for {_label(gpu)} "
-                    f"(compute capability {gpu.compute_capability}, sm_{cc}); its PTX "
+                    f"torch {info.version or '?'} ships no native kernels for {label} "
+                    f"(compute capability {first.compute_capability}, sm_{cc}); its PTX "
                     f"({arch_text}) is JIT-compiled by the driver on first use: minutes of "
                     "start-up, slower kernels.",
                     f"Install a torch build whose arch list includes sm_{cc} (or "
                     f"sm_{cc // 10}x), or keep the JIT cache (CUDA_CACHE_MAXSIZE) warm.",
                     None,
-                    subject=gpu.uuid,
+                    subject=group_subject(members),
                 )
             )
             continue
@@ -422,14 +428,14 @@ def _arch(snapshot: Snapshot, gpus: Sequence[Gpu]) -> list[Finding]:
             Finding(
                 "HEALTH-ARCH-UNSUPPORTED",
                 "error",
-                f"torch {info.version or '?'} has no kernels for {_label(gpu)}: compute "
-                f"capability {gpu.compute_capability} (sm_{cc}) is not covered by its arch "
+                f"torch {info.version or '?'} has no kernels for {label}: compute "
+                f"capability {first.compute_capability} (sm_{cc}) is not covered by its arch "
                 f"list ({arch_text}).",
                 f"Install a torch build that supports sm_{cc} (see "
                 "https://pytorch.org/get-started/locally/), or use other GPUs.",
                 f"UserWarning: {name} with CUDA capability sm_{cc} is not compatible with the "
                 f"current PyTorch installation. Then {NO_KERNEL}",
-                subject=gpu.uuid,
+                subject=group_subject(members),
             )
         )
     return out
@@ -449,40 +455,44 @@ def _amp(amp: str, gpus: Sequence[Gpu], resolution: Resolution) -> list[Finding]
             )
         ]
     out: list[Finding] = []
-    for gpu in gpus:
-        cc = parse_cc(gpu.compute_capability)
-        if cc is None:
-            continue
-        if amp == "bf16" and cc < 80:
+    known = [(g, cc) for g in gpus if (cc := parse_cc(g.compute_capability)) is not None]
+    needs = 80 if amp == "bf16" else 70
+    slow = [g for g, cc in known if cc < needs]
+    for members in group_by(slow, lambda g: g.compute_capability):
+        label = group_label(members)
+        cc_text = members[0].compute_capability
+        these = "this GPU" if len(members) == 1 else "these GPUs"
+        has = "has" if len(members) == 1 else "have"
+        if amp == "bf16":
             out.append(
                 Finding(
                     "HEALTH-AMP-BF16",
                     "warning",
-                    f"{_label(gpu)} has compute capability {gpu.compute_capability}: no native "
+                    f"{label} {has} compute capability {cc_text}: no native "
                     "bfloat16 (needs 8.0+). Recent torch emulates it slowly (cuDNN has no bf16 "
                     "convolutions there); older torch refuses bf16 autocast.",
                     "Use --amp fp16 (torch.autocast('cuda', dtype=torch.float16) with a "
-                    "GradScaler) on this GPU, or run on compute capability 8.0+ GPUs.",
+                    f"GradScaler) on {these}, or run on compute capability 8.0+ GPUs.",
                     BF16_UNSUPPORTED,
-                    subject=gpu.uuid,
+                    subject=group_subject(members),
                 )
             )
-        elif amp == "fp16" and cc < 70:
+        else:
             out.append(
                 Finding(
                     "HEALTH-AMP-FP16",
                     "warning",
-                    f"{_label(gpu)} has compute capability {gpu.compute_capability}: no tensor "
+                    f"{label} {has} compute capability {cc_text}: no tensor "
                     "cores (need 7.0+), so fp16 autocast brings little or no speed-up"
                     + (
                         " and fp16 arithmetic runs at a small fraction of fp32 speed"
-                        if cc == 61
+                        if parse_cc(cc_text) == 61
                         else ""
                     )
                     + ".",
-                    "Train in fp32 on this GPU, or use compute capability 7.0+ GPUs for AMP.",
+                    f"Train in fp32 on {these}, or use compute capability 7.0+ GPUs for AMP.",
                     None,
-                    subject=gpu.uuid,
+                    subject=group_subject(members),
                 )
             )
     return out

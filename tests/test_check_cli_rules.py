@@ -1,0 +1,214 @@
+"""Issue 13 through the CLI: each reported machine replayed from its snapshot, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from click.testing import CliRunner
+
+from gpudiag.cli import main
+
+from .conftest import fixture_path
+
+_LAUNCHER = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in list(os.environ):
+        if key.startswith(("SLURM_", "PET_")) or key in (
+            *_LAUNCHER,
+            "TORCHELASTIC_RUN_ID",
+            "KINETO_USE_DAEMON",
+        ):
+            monkeypatch.delenv(key)
+
+
+def run(
+    fixture: str, *args: str, env: dict[str, str] | None = None
+) -> tuple[int, dict[str, object]]:
+    result = CliRunner().invoke(
+        main, ["check", "--snapshot", str(fixture_path(fixture)), "--json", *args], env=env
+    )
+    assert result.stderr == ""
+    return result.exit_code, json.loads(result.stdout)
+
+
+def findings(doc: dict[str, object]) -> dict[str, dict[str, str]]:
+    items = doc["findings"]
+    assert isinstance(items, list)
+    return {f["code"]: f for f in items}
+
+
+# (id, fixture, args, env, exit code, code that must appear, text in its predicts)
+REPORTED = [
+    (
+        "plain-python-ddp",
+        "a100x8",
+        ["--launched", "--script-reads", "LOCAL_RANK"],
+        {},
+        1,
+        "DDP-LAUNCHED-ENV-MISSING",
+        "KeyError: 'LOCAL_RANK'",
+    ),
+    (
+        "plain-python-env-rendezvous",
+        "a100x8",
+        ["--launched", "--init-rank-args"],
+        {},
+        1,
+        "DDP-LAUNCHED-ENV-MISSING",
+        "environment variable MASTER_ADDR expected, but not set",
+    ),
+    (
+        "container-without-gpu-access",
+        "container_no_gpu",
+        [],
+        {},
+        1,
+        "HOST-CONTAINER-NO-GPU",
+        "Found no NVIDIA driver on your system",
+    ),
+    (
+        "machine-without-nvidia-gpu",
+        "no_nvidia_gpu",
+        [],
+        {},
+        0,
+        "HOST-NO-NVIDIA-GPU",
+        "Found no NVIDIA driver on your system",
+    ),
+    (
+        "driver-not-installed",
+        "driver_missing",
+        [],
+        {},
+        1,
+        "HOST-DRIVER-MISSING",
+        "Found no NVIDIA driver on your system",
+    ),
+    (
+        "windows-nccl",
+        "windows_rtx4090x2",
+        ["--nproc-per-node", "2", "--backend", "nccl"],
+        {},
+        1,
+        "DDP-NCCL-NOT-BUILT",
+        "Distributed package doesn't have NCCL built in",
+    ),
+    ("tf32-on-v100", "v100x8", ["--tf32"], {}, 0, "HEALTH-TF32-UNSUPPORTED", "no speed-up"),
+    (
+        "fp16-bf16-model",
+        "a100x8",
+        ["--autocast-dtype", "fp16", "--model-dtype", "bf16"],
+        {},
+        0,
+        "HEALTH-AMP-FP16-OVERFLOW",
+        "inf/NaN",
+    ),
+    (
+        "lightning-devices-1-2",
+        "a100x8",
+        ["--ddp-devices", "1,2"],
+        {},
+        0,
+        "DDP-CUDA0-CONTEXT",
+        "physical GPU 0",
+    ),
+    (
+        "kineto-daemon",
+        "a100x8",
+        [],
+        {"KINETO_USE_DAEMON": "1"},
+        0,
+        "ENV-KINETO-DAEMON",
+        "Duplicate GPU detected",
+    ),
+    (
+        "bf16-on-v100x8",
+        "v100x8",
+        ["--amp", "bf16"],
+        {},
+        0,
+        "HEALTH-AMP-BF16",
+        "does not support bfloat16",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "fixture", "args", "env", "code", "expected", "predicts"),
+    REPORTED,
+    ids=[r[0] for r in REPORTED],
+)
+def test_reported_machine(
+    name: str,
+    fixture: str,
+    args: list[str],
+    env: dict[str, str],
+    code: int,
+    expected: str,
+    predicts: str,
+) -> None:
+    exit_code, doc = run(fixture, *args, env=env)
+    assert exit_code == code
+    found = findings(doc)
+    assert expected in found, sorted(found)
+    assert predicts in (found[expected]["predicts"] or "") + found[expected]["message"]
+    assert found[expected]["fix"]
+
+
+def test_bf16_on_v100x8_is_one_finding_listing_the_gpus() -> None:
+    _, doc = run("v100x8", "--amp", "bf16")
+    items = [f for f in doc["findings"] if f["code"] == "HEALTH-AMP-BF16"]  # type: ignore[union-attr, index]
+    assert len(items) == 1
+    assert "physical GPUs 0, 1, 2, 3, 4, 5, 6, 7 (8x Tesla V100-SXM2-32GB" in items[0]["message"]
+
+
+def test_one_set_device_under_a_launch_is_that_ranks() -> None:
+    env = {
+        "RANK": "2",
+        "LOCAL_RANK": "2",
+        "WORLD_SIZE": "8",
+        "LOCAL_WORLD_SIZE": "8",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": "29500",
+        "TORCHELASTIC_RUN_ID": "x",
+    }
+    code, doc = run("v100x8", "--set-device", "2", env=env)
+    assert code == 0 and "DDP-DUPLICATE-GPU" not in findings(doc)
+    code, doc = run("v100x8", "--set-device", "0", env=env)
+    assert code == 1 and "--local-rank" in findings(doc)["DDP-DUPLICATE-GPU"]["fix"]
+    code, doc = run("v100x8", "--set-device", "0", "--local-rank", "0", env=env)
+    assert code == 0
+    code, doc = run("v100x8", "--set-device", "0,1,2,3,4,5,6,7", env=env)
+    assert code == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--set-device", "0,x"], "--set-device"),
+        (["--set-device", "0,1", "--nproc-per-node", "4"], "--set-device lists 2 values"),
+        (["--ddp-devices", "1,-1"], "--ddp-devices"),
+        (["--ddp-devices", ""], "--ddp-devices"),
+        (["--script-reads", "LOCAL RANK"], "--script-reads"),
+        (["--model-dtype", "int8"], "--model-dtype"),
+        (["--local-rank", "x"], "--local-rank"),
+        (["--autocast-dtype", "fp8"], "--amp"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str) -> None:
+    result = CliRunner().invoke(main, ["check", "--snapshot", str(fixture_path("a100x8")), *args])
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_healthy_reported_machines_stay_clean() -> None:
+    for fixture in ("v100x8", "windows_rtx4090x2", "a100x8"):
+        code, doc = run(fixture)
+        assert code == 0
+        assert not {c for c in findings(doc) if c.startswith(("HOST-", "ENV-"))}
