@@ -58,6 +58,8 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env.update(TMPDIR=str(tmp_path), PYTHONPATH=str(ROOT))
     # Open MPI refuses to start as root (CI runs as root) unless both are set.
     env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    # Open MPI gives its ranks a pseudo-terminal, so they would colour their output.
+    env.update(NO_COLOR="1")
     env.update(extra)
     return env
 

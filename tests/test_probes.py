@@ -591,7 +591,9 @@ def test_process_scan_survives_non_utf8_command_lines() -> None:
             if Path(f"/proc/{proc.pid}/cmdline").read_bytes().endswith(b"\xff\xfe\0"):
                 break
             time.sleep(0.05)
-        assert _workers_mentioning("gpudiag-") == []
+        # A text no process has: the scan must read every command line, the
+        # non-UTF-8 one included, without raising.
+        assert _workers_mentioning(f"absent-{os.getpid()}-{time.time_ns()}") == []
     finally:
         proc.kill()
         proc.wait(timeout=10)

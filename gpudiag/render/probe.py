@@ -25,8 +25,9 @@ def render_probe_table(report: ProbeReport, style: Style = PLAIN) -> str:
     """One row per probe, then one verdict line; fitted to ``style.width``.
 
     The details (checks, figures, ranks, bandwidth, memory, notes) follow under
-    ``-v``, and for a probe that did not pass also by default; ``-q`` prints the
-    verdict line and the failed probes' rows only.
+    ``-v``, and for a probe that did not pass also by default; under an outside
+    launcher the rank table is shown by default too. ``-q`` prints the verdict line
+    and the failed probes' rows only.
     """
     parts: list[str] = []
     shown = [p for p in report.probes if style.verbosity or p.status != "pass"]
@@ -38,6 +39,10 @@ def render_probe_table(report: ProbeReport, style: Style = PLAIN) -> str:
                 section = _section(result, report.world_size)
                 if section:
                     parts.append(section)
+            elif result.ranks and report.launcher != "self" and report.world_size > 1:
+                # Under an outside launcher (torchrun, srun, mpiexec…) which rank ran where
+                # is the answer asked for: the rank table is shown by default.
+                parts.append(_ranks_table(result))
     parts.append(_verdict(report, style))
     return "\n\n".join(parts)
 
@@ -56,6 +61,25 @@ def _summary(results: list[ProbeResult], style: Style) -> list[str]:
     return lines
 
 
+def _ranks_table(result: ProbeResult) -> str:
+    rows = [
+        [
+            r.rank,
+            _opt(r.node_rank),
+            _opt(r.local_rank),
+            esc(_opt(r.host), 24),
+            _opt(r.pid),
+            _opt(r.device),
+            esc(short_uuid(r.gpu_uuid)) if r.gpu_uuid else "none",
+            esc(r.pci_bus_id or "none", 20),
+            "yes" if r.arrived else "NO",
+        ]
+        for r in result.ranks
+    ]
+    headers = ["RANK", "NODE", "LOCAL", "HOST", "PID", "DEVICE", "GPU UUID", "BUS ID", "ARRIVED"]
+    return tabulate(rows, headers=headers, tablefmt="simple")
+
+
 def _section(result: ProbeResult, world_size: int = 0) -> str:
     lines: list[str] = []
     rows: list[list[object]]
@@ -71,32 +95,7 @@ def _section(result: ProbeResult, world_size: int = 0) -> str:
         figures = ", ".join(f"{k}={_fig(v)}" for k, v in result.figures.items())
         lines.append(f"figures: {figures}")
     if result.ranks:
-        rows = [
-            [
-                r.rank,
-                _opt(r.node_rank),
-                _opt(r.local_rank),
-                esc(_opt(r.host), 24),
-                _opt(r.pid),
-                _opt(r.device),
-                esc(short_uuid(r.gpu_uuid)) if r.gpu_uuid else "none",
-                esc(r.pci_bus_id or "none", 20),
-                "yes" if r.arrived else "NO",
-            ]
-            for r in result.ranks
-        ]
-        headers = [
-            "RANK",
-            "NODE",
-            "LOCAL",
-            "HOST",
-            "PID",
-            "DEVICE",
-            "GPU UUID",
-            "BUS ID",
-            "ARRIVED",
-        ]
-        lines.append(tabulate(rows, headers=headers, tablefmt="simple"))
+        lines.append(_ranks_table(result))
     # One rank moves no data between ranks: its all-reduce "bandwidth" is a
     # memory copy (an H100 run printed busbw 0 GB/s and algbw 2088 GB/s).
     if result.bandwidth and max(world_size, len(result.ranks)) > 1:
