@@ -1,0 +1,64 @@
+"""The facts the walker extracts from a script, in execution order.
+
+Rules (``rules_*.py``) are pure functions of :class:`Facts`. Each :class:`Event`
+has a sequence number (its place in the walker's approximation of execution
+order) and the *process* it runs in: ``main`` for the script's own process,
+``spawn:NAME`` / ``fork:NAME`` for a function started by a multiprocessing
+launcher, ``def:NAME`` for a function nothing in the file calls.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+from gpudiag.lint.values import Val
+
+
+@dataclass
+class Event:
+    """One thing the script does."""
+
+    seq: int
+    kind: str
+    node: ast.AST
+    proc: str
+    val: Val | None = None
+    data: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def line(self) -> int:
+        return int(getattr(self.node, "lineno", 1))
+
+    @property
+    def col(self) -> int:
+        return int(getattr(self.node, "col_offset", 0)) + 1
+
+    def text(self, name: str, default: str = "") -> str:
+        value = self.data.get(name, default)
+        return value if isinstance(value, str) else default
+
+
+@dataclass
+class Facts:
+    """Everything the rules look at."""
+
+    events: list[Event] = field(default_factory=list)
+    #: dotted names the script reads ``.parameters()`` of: its models
+    param_owners: set[str] = field(default_factory=set)
+    #: the file strips the ``module.`` prefix somewhere (removeprefix, replace, k[7:]…)
+    strips_prefix: bool = False
+    #: the script reads a torchrun / Slurm rank variable (so each rank runs the whole file)
+    reads_launcher_rank: bool = False
+    source_lines: list[str] = field(default_factory=list)
+    #: how many times each dotted name is assigned in the file (loops count twice)
+    assign_counts: dict[str, int] = field(default_factory=dict)
+
+    def of(self, *kinds: str) -> list[Event]:
+        return [e for e in self.events if e.kind in kinds]
+
+    def first(self, kind: str) -> Event | None:
+        for e in self.events:
+            if e.kind == kind:
+                return e
+        return None

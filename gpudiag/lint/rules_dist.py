@@ -1,0 +1,240 @@
+"""DDP rules: set_device, global vs local rank, device_ids on a CPU module, samplers.
+
+Sources (torch 2.13): torch/nn/parallel/distributed.py (the device_ids
+ValueError), torch/utils/data/distributed.py (``set_epoch``: "Otherwise, the same
+ordering will be always used"), torch/utils/data/dataloader.py ("sampler option
+is mutually exclusive with shuffle"); the DDP tutorial (``torch.cuda.set_device``
+per rank) and NCCL's "Duplicate GPU detected" error for ranks on one GPU.
+"""
+
+from __future__ import annotations
+
+from gpudiag.core.dataparallel import INVALID_ORDINAL
+from gpudiag.core.ddp import duplicate_gpu_text
+from gpudiag.lint.codes import Hit, hit
+from gpudiag.lint.facts import Event, Facts
+from gpudiag.lint.values import Val, int_list, rank_kind
+
+DDP_IDS_TEXT = (
+    "ValueError: DistributedDataParallel device_ids and output_device arguments only work "
+    "with single-device/multiple-device GPU modules or CPU modules, but got device_ids {ids}, "
+    "output_device {out}, and module parameters {{device(type='cpu')}}."
+)
+
+
+def _uses_ddp(facts: Facts) -> bool:
+    if facts.of("ddp"):
+        return True
+    return any(e.data.get("backend") != "gloo" for e in facts.of("init_pg"))
+
+
+def _per_rank_mask(facts: Facts) -> bool:
+    return any(
+        e.text("var") == "CUDA_VISIBLE_DEVICES"
+        and e.val is not None
+        and bool(e.val.tags & {"RANK", "LOCAL", "SPAWN"})
+        for e in facts.of("env_set")
+    )
+
+
+def set_device_rules(facts: Facts) -> list[Hit]:
+    if not _uses_ddp(facts) or _per_rank_mask(facts):
+        return []
+    set_devices = facts.of("set_device")
+    out: list[Hit] = []
+    seen_procs: set[str] = set()
+    for ev in facts.of("placement"):
+        if not ev.data.get("bare") or ev.data.get("set_before") or ev.proc in seen_procs:
+            continue
+        if ev.proc.startswith("def:") and any(s.proc == "main" for s in set_devices):
+            continue
+        seen_procs.add(ev.proc)
+        later = [s for s in set_devices if s.proc == ev.proc and s.seq > ev.seq]
+        what = _placement_text(facts, ev)
+        if later:
+            why = (
+                f"torch.cuda.set_device() is called only later (line {later[0].line}), so "
+                f"{what} still lands on cuda:0 in every rank"
+            )
+        else:
+            why = (
+                f"the script never calls torch.cuda.set_device(local_rank), so {what} puts "
+                "every rank's tensors on cuda:0"
+            )
+        out.append(
+            hit(
+                ev.line,
+                ev.col,
+                "LINT-DDP-NO-SET-DEVICE",
+                "error",
+                f"This DDP script places tensors on the current CUDA device, and {why}: all "
+                "ranks share one GPU while the others stay idle.",
+                "Call torch.cuda.set_device(local_rank) (local_rank = "
+                "int(os.environ['LOCAL_RANK'])) before any CUDA work, or use an explicit "
+                "device: model.to(f'cuda:{local_rank}'), DDP(model, device_ids=[local_rank]).",
+                "silent: every rank runs on cuda:0 (out of memory there), or with NCCL "
+                + duplicate_gpu_text(None),
+                "cuda:0",
+            )
+        )
+    return out
+
+
+def _placement_text(facts: Facts, ev: Event) -> str:
+    line = ev.line
+    if 0 < line <= len(facts.source_lines):
+        text = facts.source_lines[line - 1].strip()
+        if len(text) > 50:
+            text = text[:47] + "..."
+        return f"`{text}`"
+    return "this call"
+
+
+def _rank_source(val: Val) -> str:
+    for var in ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"):
+        if f"env:{var}" in val.tags:
+            return f"os.environ['{var}']"
+    return "dist.get_rank()"
+
+
+def global_rank_rules(facts: Facts) -> list[Hit]:
+    out: list[Hit] = []
+    lines: set[int] = set()
+    for ev in facts.of("device_use"):
+        if ev.val is None or rank_kind(ev.val) != "global" or ev.line in lines:
+            continue
+        lines.add(ev.line)
+        src = _rank_source(ev.val)
+        out.append(
+            hit(
+                ev.line,
+                ev.col,
+                "LINT-DEVICE-FROM-GLOBAL-RANK",
+                "warning",
+                f"The GPU index for {ev.text('where')} comes from the global rank ({src}), "
+                "not the local rank: it is right on one node only; on the second node the "
+                "global rank is at least the number of GPUs per node.",
+                "Use the rank within the node: local_rank = int(os.environ['LOCAL_RANK']) "
+                "(or rank % torch.cuda.device_count()), then torch.cuda.set_device(local_rank).",
+                INVALID_ORDINAL + " (on every node but the first)",
+                "RANK",
+            )
+        )
+    return out
+
+
+def ddp_cpu_rules(facts: Facts) -> list[Hit]:
+    out: list[Hit] = []
+    gloo = any(e.data.get("backend") == "gloo" for e in facts.of("init_pg"))
+    for ev in facts.of("ddp"):
+        ids = ev.data.get("ids")
+        if not ev.data.get("ids_given") or not isinstance(ids, Val):
+            continue
+        if ids.has_const and not ids.const:  # None or []
+            continue
+        module = ev.val
+        if module is None:
+            continue
+        on_cpu = module.device is None or module.device[0] == "cpu"
+        known_module = module.kind == "module" or ev.text("module_key") in facts.param_owners
+        if not (on_cpu and known_module) or module.kind in ("dp", "ddp"):
+            continue
+        if module.device is None and not (gloo or module.kind == "module"):
+            continue
+        id_list = int_list(ids)
+        ids_text = str(id_list) if id_list is not None else ev.text("ids_text")
+        out_val = ev.data.get("out")
+        out_text = "None"
+        if ev.data.get("out_given") and isinstance(out_val, Val):
+            out_text = str(out_val.const) if out_val.has_const else "…"
+        backend = " (backend gloo)" if gloo else ""
+        out.append(
+            hit(
+                ev.line,
+                ev.col,
+                "LINT-DDP-DEVICE-IDS-CPU",
+                "error",
+                f"DistributedDataParallel gets device_ids={ev.text('ids_text')} but the module "
+                f"{ev.text('module_text')} is still on the CPU{backend}: device_ids is only "
+                "for a module that lives on one GPU.",
+                "Move the module to its GPU first (model.to(local_rank)) and keep "
+                "device_ids=[local_rank]; for CPU training with gloo, drop device_ids: "
+                "DDP(model).",
+                DDP_IDS_TEXT.format(ids=ids_text, out=out_text),
+                None,
+            )
+        )
+    return out
+
+
+def sampler_rules(facts: Facts) -> list[Hit]:
+    out: list[Hit] = []
+    for ev in facts.of("loader_shuffle"):
+        out.append(
+            hit(
+                ev.line,
+                ev.col,
+                "LINT-SAMPLER-SHUFFLE",
+                "error",
+                "DataLoader gets both sampler= and shuffle=True: with a sampler the sampler "
+                "decides the order, and DataLoader refuses the combination.",
+                "Drop shuffle=True: DistributedSampler shuffles by itself (shuffle=True is "
+                "its default); call sampler.set_epoch(epoch) at the start of each epoch.",
+                "ValueError: sampler option is mutually exclusive with shuffle",
+                None,
+            )
+        )
+    calls = facts.of("set_epoch")
+    varying = [e for e in calls if not _constant_epoch(facts, e)]
+    for ev in calls:
+        if not _constant_epoch(facts, ev) or varying:
+            continue
+        loop_var = next((e.text("var") for e in facts.of("epoch_loop")), "epoch")
+        out.append(
+            hit(
+                ev.line,
+                ev.col,
+                "LINT-SET-EPOCH-CONSTANT",
+                "warning",
+                f"set_epoch({ev.text('arg')}) is called with a constant: DistributedSampler "
+                "seeds its shuffle with seed + epoch, so every epoch sees the data in the "
+                "same order.",
+                f"Pass the current epoch: for {loop_var} in range(num_epochs): "
+                f"sampler.set_epoch({loop_var}).",
+                "silent: every epoch iterates the data in the same order "
+                "(torch/utils/data/distributed.py: 'Otherwise, the same ordering will be "
+                "always used.')",
+                None,
+            )
+        )
+    samplers = [e for e in facts.of("sampler") if e.data.get("shuffle")]
+    loops = facts.of("epoch_loop")
+    if samplers and loops and not calls:
+        loop = next((lp for lp in loops if lp.seq > samplers[0].seq), loops[0])
+        out.append(
+            hit(
+                loop.line,
+                loop.col,
+                "LINT-SET-EPOCH-MISSING",
+                "warning",
+                f"The DistributedSampler made at line {samplers[0].line} shuffles, but "
+                "set_epoch() is never called in this epoch loop: every epoch sees the data "
+                "in the same order.",
+                f"Call sampler.set_epoch({loop.text('var')}) at the start of each epoch, "
+                "before iterating the DataLoader.",
+                "silent: every epoch iterates the data in the same order "
+                "(torch/utils/data/distributed.py: 'Otherwise, the same ordering will be "
+                "always used.')",
+                None,
+            )
+        )
+    return out
+
+
+def _constant_epoch(facts: Facts, ev: Event) -> bool:
+    if ev.data.get("literal"):
+        return True
+    name = ev.text("name")
+    if not name or ev.val is None or not ev.val.has_const:
+        return False
+    return facts.assign_counts.get(name, 0) <= 1

@@ -1,0 +1,246 @@
+"""DataParallel rules: GPU indexes under the script's own mask, the module's device, checkpoints.
+
+Sources (torch 2.13): torch/nn/parallel/data_parallel.py (``DataParallel.__init__``
+checks every id with ``_get_device_index`` / ``get_device_properties``, which
+asserts "Invalid device id"; ``forward`` raises "module must have its parameters
+and buffers on device …"), torch/nn/modules/module.py (``load_state_dict``'s
+"Missing key(s)" / "Unexpected key(s)"), and the DataParallel tutorial's
+``model.module`` note. gpudiag.core.dataparallel predicts the same texts for
+``gpudiag check``.
+"""
+
+from __future__ import annotations
+
+from gpudiag.core.dataparallel import INVALID_DEVICE_ID, INVALID_ORDINAL, module_mismatch_text
+from gpudiag.lint.codes import Hit, hit
+from gpudiag.lint.facts import Event, Facts
+from gpudiag.lint.values import Val, as_int, device_of, int_list
+
+
+def script_mask(facts: Facts, before: Event) -> tuple[Event, list[str]] | None:
+    """The literal CUDA_VISIBLE_DEVICES the script set before ``before`` (and before CUDA)."""
+    found: tuple[Event, list[str]] | None = None
+    for ev in facts.of("env_set"):
+        if ev.seq > before.seq or ev.text("var") != "CUDA_VISIBLE_DEVICES":
+            continue
+        if ev.proc not in (before.proc, "main"):
+            continue
+        value = ev.data.get("value")
+        if not isinstance(value, str):
+            found = None
+            continue
+        entries = [e.strip() for e in value.split(",")]
+        if value.strip() == "" or not all(entries):
+            found = None
+            continue
+        found = (ev, entries)
+    if found is None:
+        return None
+    for init in facts.of("cuda_init"):
+        if init.seq < found[0].seq and init.proc == found[0].proc:
+            return None  # CUDA never saw this mask (LINT-CVD-AFTER-CUDA-INIT says so)
+    return found
+
+
+def _suggest(ids: list[int], entries: list[str]) -> list[int] | None:
+    out: list[int] = []
+    for i in ids:
+        if str(i) not in entries:
+            return None
+        out.append(entries.index(str(i)))
+    return out
+
+
+def _join(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _mask_hit(
+    ev: Event,
+    what: str,
+    bad: list[int],
+    ids: list[int],
+    mask: tuple[Event, list[str]],
+    predicts: str,
+) -> Hit:
+    mask_ev, entries = mask
+    n = len(entries)
+    value = ",".join(entries)
+    suggestion = _suggest(ids, entries)
+    phys = _join([entries[o] for o in range(n)])
+    ords = _join([f"cuda:{o}" for o in range(n)])
+    if suggestion is not None:
+        fixed = ",".join(str(s) for s in suggestion)
+        fix = (
+            f"Under CUDA_VISIBLE_DEVICES={value}, GPUs {phys} are {ords}: use {what}=[{fixed}]."
+            if "ids" in what or len(suggestion) > 1
+            else f"Under CUDA_VISIBLE_DEVICES={value}, GPUs {phys} are {ords}: use {fixed}."
+        )
+    else:
+        fix = f"Use indexes 0..{n - 1}: under CUDA_VISIBLE_DEVICES={value}, GPUs {phys} are {ords}."
+    return hit(
+        ev.line,
+        ev.col,
+        "LINT-IDS-UNDER-MASK",
+        "error",
+        f"{what}={bad if len(bad) > 1 or 'ids' in what else bad[0]} names a GPU that does "
+        f"not exist under CUDA_VISIBLE_DEVICES={value!r} (set at line {mask_ev.line}): this "
+        f"process sees {n} GPU(s), numbered cuda:0..cuda:{n - 1}; indexes are cuda ordinals, "
+        "not nvidia-smi numbers.",
+        fix,
+        predicts,
+        "CUDA_VISIBLE_DEVICES",
+    )
+
+
+def mask_rules(facts: Facts) -> tuple[list[Hit], set[int]]:
+    """LINT-IDS-UNDER-MASK, and the seqs of DataParallel calls it already explains."""
+    out: list[Hit] = []
+    explained: set[int] = set()
+    for ev in facts.of("dp", "ddp", "set_device", "placement"):
+        mask = script_mask(facts, ev)
+        if mask is None:
+            continue
+        n = len(mask[1])
+        if ev.kind in ("dp", "ddp"):
+            ids_val = ev.data.get("ids")
+            ids = int_list(ids_val) if isinstance(ids_val, Val) else None
+            if ids:
+                bad = [i for i in ids if i >= n]
+                if bad:
+                    predicts = INVALID_DEVICE_ID if ev.kind == "dp" else INVALID_ORDINAL
+                    out.append(_mask_hit(ev, "device_ids", ids, ids, mask, predicts))
+                    explained.add(ev.seq)
+                    continue
+            out_val = ev.data.get("out")
+            k = as_int(out_val) if isinstance(out_val, Val) else None
+            if k is not None and k >= n:
+                out.append(_mask_hit(ev, "output_device", [k], [k], mask, INVALID_ORDINAL))
+                explained.add(ev.seq)
+            continue
+        val = ev.val
+        if val is None:
+            continue
+        dev = device_of(val)
+        k = dev[1] if dev is not None and dev[0] == "cuda" and isinstance(dev[1], int) else None
+        if k is not None and k >= n:
+            what = "torch.cuda.set_device" if ev.kind == "set_device" else "device"
+            out.append(_mask_hit(ev, what, [k], [k], mask, INVALID_ORDINAL))
+    return out, explained
+
+
+def dp_module_rules(facts: Facts, explained: set[int]) -> list[Hit]:
+    out: list[Hit] = []
+    for ev in facts.of("dp"):
+        if ev.seq in explained or ev.val is None:
+            continue
+        module = ev.val
+        ids_val = ev.data.get("ids")
+        ids = int_list(ids_val) if isinstance(ids_val, Val) else None
+        if ev.data.get("ids_given") and not ids:
+            continue
+        first = ids[0] if ids else 0
+        if ids is not None and len(ids) == 1:
+            continue  # one id: DataParallel moves the module there itself
+        if module.device is None or module.device[0] != "cuda" or module.ordinal is None:
+            continue
+        if module.ordinal == first:
+            continue
+        if _wrapper_moved_later(facts, ev, first):
+            continue
+        found = f"cuda:{module.ordinal}"
+        ids_text = ev.text("ids_text") or "(all visible GPUs)"
+        out.append(
+            hit(
+                ev.line,
+                ev.col,
+                "LINT-DP-MODULE-DEVICE",
+                "error",
+                f"DataParallel(device_ids={ids_text}) gets a module that is on {found}"
+                f"{_placed_at(module)}, but DataParallel needs it on device_ids[0] = "
+                f"cuda:{first}.",
+                f"Move the model to cuda:{first} first (model.to('cuda:{first}')), or list its "
+                f"device first (device_ids=[{module.ordinal}, …]); to use physical GPUs by "
+                "number, set CUDA_VISIBLE_DEVICES before CUDA starts and use device_ids from 0.",
+                module_mismatch_text(first, found),
+                f"cuda:{first}",
+            )
+        )
+    return out
+
+
+def _wrapper_moved_later(facts: Facts, ev: Event, first: int) -> bool:
+    bound = ev.text("bound_to")
+    if not bound:
+        return False
+    return any(p.seq > ev.seq and p.text("key") == bound for p in facts.of("placement"))
+
+
+def _placed_at(module: Val) -> str:
+    line = getattr(module.node, "lineno", None)
+    return f" (placed at line {line})" if isinstance(line, int) else ""
+
+
+def checkpoint_rules(facts: Facts) -> list[Hit]:
+    if facts.strips_prefix:
+        return []
+    saves = facts.of("save")
+    loads = facts.of("load")
+    out: list[Hit] = []
+    for ld in loads:
+        into_wrapper = bool(ld.data.get("wrapped"))
+        other = next((s for s in saves if bool(s.data.get("wrapped")) != into_wrapper), None)
+        if other is None:
+            continue
+        if into_wrapper:
+            msg = (
+                f"The checkpoint saved at line {other.line} holds a bare model's state_dict, "
+                "and it is loaded here into the DataParallel/DDP wrapper, whose keys start "
+                "with 'module.'."
+            )
+            predicts = (
+                "RuntimeError: Error(s) in loading state_dict for DistributedDataParallel: "
+                'Missing key(s) in state_dict: "module.…". Unexpected key(s) in state_dict: "…".'
+            )
+            fix = (
+                "Load into the inner model: model.module.load_state_dict(state_dict), or load "
+                "before wrapping the model."
+            )
+        else:
+            msg = (
+                f"The checkpoint saved at line {other.line} holds the DataParallel/DDP "
+                "wrapper's state_dict (every key starts with 'module.'), and it is loaded "
+                "here into a bare model."
+            )
+            predicts = (
+                "RuntimeError: Error(s) in loading state_dict for <model>: Missing key(s) in "
+                'state_dict: "…". Unexpected key(s) in state_dict: "module.…".'
+            )
+            fix = (
+                "Save the inner model: torch.save(model.module.state_dict(), path), or strip "
+                "the prefix: {k.removeprefix('module.'): v for k, v in state_dict.items()}."
+            )
+        out.append(
+            hit(ld.line, ld.col, "LINT-CKPT-PREFIX-MISMATCH", "error", msg, fix, predicts, None)
+        )
+    if not loads:
+        for sv in saves:
+            if not sv.data.get("wrapped"):
+                continue
+            out.append(
+                hit(
+                    sv.line,
+                    sv.col,
+                    "LINT-CKPT-SAVE-WRAPPED",
+                    "warning",
+                    "This saves the DataParallel/DDP wrapper's state_dict: every key starts "
+                    "with 'module.', so loading the checkpoint into a bare model (for "
+                    "inference, or on one GPU) fails.",
+                    "Save the inner model: torch.save(model.module.state_dict(), path).",
+                    "RuntimeError: Error(s) in loading state_dict for <model>: Missing key(s) "
+                    'in state_dict: "…". Unexpected key(s) in state_dict: "module.…". '
+                    "(when loaded into the bare model)",
+                    None,
+                )
+            )
+    return out

@@ -1,0 +1,290 @@
+"""Walk a module in (approximate) execution order and record :class:`~gpudiag.lint.facts.Facts`.
+
+Statements run in source order; a call to a function or class defined in the
+same file is inlined at the call site (bounded), so ``main()`` under
+``if __name__ == "__main__":`` runs where it is called, and the target of
+``mp.spawn`` runs as a new process. Functions nothing calls are walked at the
+end, each as its own process (``def:NAME``). Names live in one table keyed by
+their dotted spelling (``model``, ``self.model``, ``args.local_rank``): crude,
+but enough for the data flow the rules need, and it never runs the script.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from gpudiag.lint.calls import CallSemantics
+from gpudiag.lint.facts import Facts
+from gpudiag.lint.values import UNKNOWN, Val, const, union
+
+_MAX_INLINE = 4
+_MAX_DEPTH = 12
+
+
+def _assigned_keys(tree: ast.AST) -> dict[str, int]:
+    """How many times each dotted name is assigned anywhere (loops count as many)."""
+    counts: dict[str, int] = {}
+
+    def add(target: ast.AST, weight: int) -> None:
+        if isinstance(target, (ast.Tuple, ast.List)):
+            for elt in target.elts:
+                add(elt, weight)
+            return
+        key = dotted_key(target)
+        if key is not None:
+            counts[key] = counts.get(key, 0) + weight
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            for t in node.targets:
+                add(t, 1)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.NamedExpr)):
+            add(node.target, 2 if isinstance(node, ast.AugAssign) else 1)
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+            add(node.target, 2)
+    return counts
+
+
+def dotted_key(node: ast.AST) -> str | None:
+    """``model``, ``self.model``, ``args.local_rank``; None for anything else."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = dotted_key(node.value)
+        return None if base is None else f"{base}.{node.attr}"
+    return None
+
+
+class Walker(CallSemantics):
+    """One module's walk; :meth:`run` returns its facts."""
+
+    def __init__(self, tree: ast.Module, lines: list[str]) -> None:
+        super().__init__()
+        self.tree = tree
+        self.facts = Facts(source_lines=lines)
+        self.facts.assign_counts = _assigned_keys(tree)
+        self.funcs: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+        self.methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+        self.classes: dict[str, ast.ClassDef] = {}
+        self.inlined: dict[ast.AST, int] = {}
+        self.returns: list[list[Val]] = []
+        self.depth = 0
+        self._collect_defs(tree)
+
+    # ------------------------------------------------------------------ set-up
+
+    def _collect_defs(self, tree: ast.AST) -> None:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                self.classes.setdefault(node.name, node)
+                for item in node.body:
+                    if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        self.methods.setdefault(item.name, item)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.funcs.setdefault(node.name, node)
+        for meth in self.methods.values():
+            # methods are reached through self.X / obj.X, not by their bare name
+            if self.funcs.get(meth.name) is meth:
+                del self.funcs[meth.name]
+
+    def run(self) -> Facts:
+        self.exec_block(self.tree.body)
+        for fn in [*self.funcs.values(), *self.methods.values()]:
+            if fn not in self.inlined:
+                saved = self.proc
+                self.proc = f"def:{fn.name}"
+                self.inline(fn, [], [], skip_self=fn in self.methods.values())
+                self.proc = saved
+        self.facts.strips_prefix = self.facts.strips_prefix or _mentions_prefix(self.tree)
+        return self.facts
+
+    # ------------------------------------------------------------------ statements
+
+    def exec_block(self, body: list[ast.stmt]) -> None:
+        for stmt in body:
+            self.exec_stmt(stmt)
+
+    def exec_stmt(self, stmt: ast.stmt) -> None:
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            self.do_import(stmt)
+        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            for deco in stmt.decorator_list:
+                self.eval(deco)
+        elif isinstance(stmt, ast.Assign):
+            val = self.eval(stmt.value)
+            for target in stmt.targets:
+                self.bind(target, val, stmt.value)
+        elif isinstance(stmt, ast.AnnAssign):
+            if stmt.value is not None:
+                self.bind(stmt.target, self.eval(stmt.value), stmt.value)
+        elif isinstance(stmt, ast.AugAssign):
+            val = self.eval(stmt.value)
+            old = self.eval(stmt.target)
+            self.bind(stmt.target, union([old, val]), stmt.value)
+        elif isinstance(stmt, ast.Expr):
+            self.eval(stmt.value)
+        elif isinstance(stmt, (ast.For, ast.AsyncFor)):
+            self.exec_for(stmt)
+        elif isinstance(stmt, ast.While):
+            self.eval(stmt.test)
+            self.loops.append((frozenset(), False, stmt))
+            self.exec_block(stmt.body)
+            self.loops.pop()
+            self.exec_block(stmt.orelse)
+        elif isinstance(stmt, ast.If):
+            self.eval(stmt.test)
+            self.exec_block(stmt.body)
+            self.exec_block(stmt.orelse)
+        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+            for item in stmt.items:
+                val = self.eval(item.context_expr)
+                if item.optional_vars is not None:
+                    self.bind(item.optional_vars, val, item.context_expr)
+            self.exec_block(stmt.body)
+        elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
+            self.exec_block(stmt.body)  # type: ignore[attr-defined]
+            for handler in stmt.handlers:  # type: ignore[attr-defined]
+                self.exec_block(handler.body)
+            self.exec_block(stmt.orelse)  # type: ignore[attr-defined]
+            self.exec_block(stmt.finalbody)  # type: ignore[attr-defined]
+        elif isinstance(stmt, ast.Return):
+            val = self.eval(stmt.value) if stmt.value is not None else UNKNOWN
+            if self.returns:
+                self.returns[-1].append(val)
+        elif isinstance(stmt, ast.Match):
+            self.eval(stmt.subject)
+            for case in stmt.cases:
+                self.exec_block(case.body)
+        else:
+            for child in ast.iter_child_nodes(stmt):
+                if isinstance(child, ast.expr):
+                    self.eval(child)
+                elif isinstance(child, ast.stmt):
+                    self.exec_stmt(child)
+
+    def exec_for(self, stmt: ast.For | ast.AsyncFor) -> None:
+        it = self.eval(stmt.iter)
+        names = frozenset(n.id for n in ast.walk(stmt.target) if isinstance(n, ast.Name))
+        epoch = any("epoch" in n.lower() or n.lower() in ("ep", "e") for n in names)
+        if epoch and isinstance(stmt.target, ast.Name):
+            self.event("epoch_loop", stmt, data={"var": stmt.target.id})
+        elem = Val(tags=it.tags - {"RANDOM"}, kind="loopvar")
+        self.bind(stmt.target, elem, stmt.target)
+        self.loops.append((names, epoch, stmt))
+        self.exec_block(stmt.body)
+        self.loops.pop()
+        self.exec_block(stmt.orelse)
+
+    def bind(self, target: ast.AST, val: Val, value_node: ast.AST) -> None:
+        if isinstance(target, (ast.Tuple, ast.List)):
+            elts = None
+            if isinstance(value_node, (ast.Tuple, ast.List)) and len(value_node.elts) == len(
+                target.elts
+            ):
+                elts = [self.peek(e) for e in value_node.elts]
+            for i, sub in enumerate(target.elts):
+                self.bind(sub, elts[i] if elts else Val(tags=val.tags), value_node)
+            return
+        if isinstance(target, ast.Starred):
+            self.bind(target.value, Val(tags=val.tags), value_node)
+            return
+        if isinstance(target, ast.Subscript):
+            self.env_assign(target, val, value_node)
+            self.eval(target.value)
+            return
+        key = dotted_key(target)
+        if key is not None:
+            if val.kind in ("dp", "ddp") and val.node is value_node:
+                for ev in reversed(self.facts.events):
+                    if ev.node is value_node and ev.kind == val.kind:
+                        ev.data["bound_to"] = key
+                        break
+            self.names[key] = val
+            # `self.model = m` also makes the model reachable as `self.model.module` etc.
+            for old in [k for k in self.names if k.startswith(key + ".")]:
+                del self.names[old]
+
+    def peek(self, node: ast.expr) -> Val:
+        """The value of an expression already evaluated (no new events)."""
+        if isinstance(node, ast.Constant):
+            return const(node.value, node)
+        key = dotted_key(node)
+        if key is not None and key in self.names:
+            return self.names[key]
+        return self.cache.get(node, UNKNOWN)
+
+    # ------------------------------------------------------------------ inlining
+
+    def inline(
+        self,
+        fn: ast.FunctionDef | ast.AsyncFunctionDef,
+        args: list[Val],
+        kwargs: list[tuple[str, Val]],
+        *,
+        skip_self: bool = False,
+    ) -> Val:
+        count = self.inlined.get(fn, 0)
+        if count >= _MAX_INLINE or self.depth >= _MAX_DEPTH:
+            return UNKNOWN
+        self.inlined[fn] = count + 1
+        params = [a.arg for a in [*fn.args.posonlyargs, *fn.args.args]]
+        if skip_self and params:
+            params = params[1:]
+        saved: dict[str, Val | None] = {}
+        bound: dict[str, Val] = {p: UNKNOWN for p in params}
+        bound.update({a.arg: UNKNOWN for a in fn.args.kwonlyargs})
+        for name, val in zip(params, args, strict=False):
+            bound[name] = val
+        for name, val in kwargs:
+            if name in bound:
+                bound[name] = val
+        for name, val in bound.items():
+            saved[name] = self.names.get(name)
+            self.names[name] = val
+        self.depth += 1
+        self.returns.append([])
+        loops, self.loops = self.loops, []
+        try:
+            self.exec_block(fn.body)
+        finally:
+            self.loops = loops
+            self.depth -= 1
+            results = self.returns.pop()
+            for name, old in saved.items():
+                if old is None:
+                    self.names.pop(name, None)
+                else:
+                    self.names[name] = old
+        if len(results) == 1:
+            return results[0]
+        return union(results) if results else UNKNOWN
+
+
+def _mentions_prefix(tree: ast.AST) -> bool:
+    """Whether the script strips (or adds) the ``module.`` prefix itself.
+
+    ``k.removeprefix("module.")``, ``k.replace("module.", "")``, ``k[7:]``,
+    ``consume_prefix_in_state_dict_if_present(sd, "module.")``: any of them means
+    the author handles the prefix, so the checkpoint rules stay quiet.
+    """
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and node.value.strip() in ("module.", "module")
+        ):
+            return True
+        if (
+            isinstance(node, ast.Slice)
+            and isinstance(node.lower, ast.Constant)
+            and node.lower.value == len("module.")
+        ):
+            return True
+        if isinstance(node, ast.Name) and node.id == "consume_prefix_in_state_dict_if_present":
+            return True
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr == "consume_prefix_in_state_dict_if_present"
+        ):
+            return True
+    return False
