@@ -71,6 +71,7 @@ def _register() -> None:
     # Imported here, not at the top, only to keep the registration in one place;
     # none of these modules imports torch or pynvml at import time.
     from gpudiag.cli.check_cmd import check
+    from gpudiag.cli.lint_cmd import lint
     from gpudiag.cli.list_cmd import list_cmd
     from gpudiag.cli.probe_cmd import probe
     from gpudiag.cli.snapshot_cmd import snapshot
@@ -79,6 +80,7 @@ def _register() -> None:
     main.add_command(snapshot)
     main.add_command(check)
     main.add_command(probe)
+    main.add_command(lint)
 
 
 _register()
