@@ -90,5 +90,5 @@ def lint(
         click.echo(lint_json(report))
     else:
         click.echo(render_lint(report, strict=strict))
-    code = report.exit_code(strict=strict)
-    click.get_current_context().exit(FAILED if code else OK)
+    status = report.exit_code(strict=strict)
+    click.get_current_context().exit(FAILED if status else OK)
