@@ -343,6 +343,11 @@ class CallSemantics(ExprEval):
                 if found is not None:
                     dev, target = found, cand
                     break
+            if dev is None and any(
+                c.kind != "dtype" for c in [*args, *([kw["device"]] if "device" in kw else [])]
+            ):
+                # .to(x) with an x the walker cannot read: moved somewhere, not known where
+                return Val(kind=obj.kind, device=("unknown", "?"), node=node, tags=obj.tags)
             dtype = kw.get("dtype")
             if dtype is not None and dtype.const in ("fp16", "bf16"):
                 self.event(
@@ -442,6 +447,9 @@ class CallSemantics(ExprEval):
         fn = None
         if isinstance(target_node, ast.Name):
             fn = self.funcs.get(target_node.id)
+            bound = self.names.get(target_node.id)
+            if bound is not None:
+                fn = self.funcs.get(str(bound.const)) if bound.kind == "func" else None
         self.event(
             "fork_launch" if method == "fork" else "spawn_launch",
             node,
@@ -449,7 +457,7 @@ class CallSemantics(ExprEval):
                 "what": path,
                 "method": method,
                 "target_uses_cuda": None if fn is None else uses_cuda(fn),
-                "target": target_node.id if isinstance(target_node, ast.Name) else "",
+                "target": fn.name if fn is not None else "",
             },
         )
         if fn is not None:

@@ -38,6 +38,7 @@ class ExprEval:
     """State shared by the walker and expression evaluation."""
 
     facts: Facts
+    funcs: dict[str, ast.FunctionDef | ast.AsyncFunctionDef]
 
     def __init__(self) -> None:
         self.aliases: dict[str, str] = {}
@@ -114,6 +115,8 @@ class ExprEval:
                 return self.names[node.id]
             path = self.aliases.get(node.id)
             if path is None:
+                if node.id in self.funcs:
+                    return Val(kind="func", const=node.id, has_const=True, node=node)
                 return UNKNOWN
             return Val(kind="path", const=path, has_const=True, node=node)
         if isinstance(node, ast.Attribute):
@@ -232,7 +235,10 @@ class ExprEval:
         dev = parse_device_text(text.replace("{}", "0")) if "{}" in text else None
         if dev is not None:
             dev = (dev[0], "?")
-        return Val(tags=tags, device=dev, node=node)
+        val = Val(tags=tags, device=dev, node=node)
+        if dev is not None and dev[0] == "cuda" and tags & {"RANK", "LOCAL", "SPAWN"}:
+            self.event("device_use", node, val, {"where": f'the device string "{text}"'})
+        return val
 
     def eval_binop(self, node: ast.BinOp) -> Val:
         left, right = self.eval(node.left), self.eval(node.right)

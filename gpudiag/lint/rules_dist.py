@@ -100,9 +100,15 @@ def _rank_source(val: Val) -> str:
 def global_rank_rules(facts: Facts) -> list[Hit]:
     out: list[Hit] = []
     lines: set[int] = set()
+    origins: set[int] = set()
     for ev in facts.of("device_use"):
         if ev.val is None or rank_kind(ev.val) != "global" or ev.line in lines:
             continue
+        if ev.val.device is not None and ev.val.node is not None:
+            # one device string or torch.device(...) used in several places: report it once
+            if id(ev.val.node) in origins:
+                continue
+            origins.add(id(ev.val.node))
         lines.add(ev.line)
         src = _rank_source(ev.val)
         out.append(

@@ -110,6 +110,11 @@ class Walker(CallSemantics):
         elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             for deco in stmt.decorator_list:
                 self.eval(deco)
+            if isinstance(stmt, ast.ClassDef):
+                for item in stmt.body:
+                    if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        for deco in item.decorator_list:
+                            self.eval(deco)
         elif isinstance(stmt, ast.Assign):
             val = self.eval(stmt.value)
             for target in stmt.targets:
