@@ -111,9 +111,9 @@ class Walker(CallSemantics):
             for deco in stmt.decorator_list:
                 self.eval(deco)
             if isinstance(stmt, ast.ClassDef):
-                for item in stmt.body:
-                    if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                        for deco in item.decorator_list:
+                for member in stmt.body:
+                    if isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        for deco in member.decorator_list:
                             self.eval(deco)
         elif isinstance(stmt, ast.Assign):
             val = self.eval(stmt.value)
