@@ -23,7 +23,9 @@ def _expected(path: Path) -> set[tuple[int, str]]:
     return out
 
 
-@pytest.mark.parametrize("path", sorted(CASES.glob("*.py")), ids=lambda p: p.stem)
+@pytest.mark.parametrize(
+    "path", sorted(CASES.glob("*.py.txt")), ids=lambda p: p.name.removesuffix(".py.txt")
+)
 def test_script(path: Path) -> None:
     findings, _, _ = lint_file(path)
     got = {(f.line, f.finding.code) for f in findings}
@@ -33,7 +35,7 @@ def test_script(path: Path) -> None:
 
 
 def test_every_positive_names_a_finding_and_every_negative_is_clean() -> None:
-    for path in CASES.glob("*.py"):
+    for path in CASES.glob("*.py.txt"):
         codes = {c for _, c in _expected(path)}
         severities = {f.finding.severity for f in lint_file(path)[0]}
         if path.name.startswith("pos_"):

@@ -8,7 +8,71 @@ from gpudiag.lint import names as N
 from gpudiag.lint.exprs import ExprEval
 from gpudiag.lint.values import UNKNOWN, Dev, Val, as_int, const, device_of, union
 
-_CUDA_MARKERS = ("cuda", ".to(", "device")
+_POOL_METHODS = frozenset(
+    {
+        "map",
+        "starmap",
+        "imap",
+        "imap_unordered",
+        "apply",
+        "apply_async",
+        "map_async",
+        "starmap_async",
+        "submit",
+    }
+)
+#: nn.Module's own attributes and methods: a wrapper has them too (torch 2.13 nn.Module)
+NN_MODULE_ATTRS = frozenset(
+    [
+        "forward",
+        "training",
+        "parameters",
+        "named_parameters",
+        "buffers",
+        "named_buffers",
+        "children",
+        "named_children",
+        "modules",
+        "named_modules",
+        "state_dict",
+        "load_state_dict",
+        "train",
+        "eval",
+        "to",
+        "cuda",
+        "cpu",
+        "half",
+        "float",
+        "double",
+        "bfloat16",
+        "type",
+        "zero_grad",
+        "apply",
+        "requires_grad_",
+        "register_buffer",
+        "register_parameter",
+        "register_module",
+        "add_module",
+        "register_forward_hook",
+        "register_forward_pre_hook",
+        "register_full_backward_hook",
+        "register_backward_hook",
+        "get_submodule",
+        "get_parameter",
+        "get_buffer",
+        "extra_repr",
+        "share_memory",
+        "to_empty",
+        "compile",
+        "module",
+        "device_ids",
+        "output_device",
+        "dim",
+        "no_sync",
+        "join",
+        "process_group",
+    ]
+)
 
 
 def _kw(node: ast.Call, name: str) -> ast.expr | None:
@@ -71,6 +135,11 @@ class CallSemantics(ExprEval):
 
     def eval_call(self, node: ast.Call) -> Val:
         func = node.func
+        called = _key(func)
+        if called is not None and called in self.names:
+            target = self.names[called]
+            if target.kind in ("dp", "ddp") and target.node is not None:
+                self.event("dp_forward", node, data={"dp": target.node})
         path = self.resolve(func)
         obj: Val | None = None
         if path is None and isinstance(func, ast.Attribute):
@@ -119,7 +188,7 @@ class CallSemantics(ExprEval):
             if init is not None:
                 self.inline(init, args, kwargs, skip_self=True)
             is_module = any("Module" in ast.unparse(b) for b in cls.bases)
-            return Val(kind="module" if is_module else "instance", node=node)
+            return Val(kind="module" if is_module else "instance", node=node, extra=(name,))
         return union([*args, *(v for _, v in kwargs)])
 
     # ------------------------------------------------------------------ imported paths
@@ -170,8 +239,7 @@ class CallSemantics(ExprEval):
         if path in N.PROCESS or path.endswith(".Process"):
             return self.launch(path, node, self.start_method)
         if path in N.POOL:
-            self.event("fork_launch", node, data={"what": path, "method": self.start_method})
-            return UNKNOWN
+            return Val(kind="pool", const=self.start_method, has_const=True, node=node)
         if path in N.SET_START_METHOD and args and args[0].has_const:
             self.start_method = str(args[0].const)
             return UNKNOWN
@@ -183,19 +251,20 @@ class CallSemantics(ExprEval):
             self.event("sampler", node, data={"shuffle": not off})
             return Val(kind="sampler", node=node, extra=(not off,))
         if path in N.DATALOADER:
-            return self.dataloader(node, kw)
+            return self.dataloader(node, args, kw)
         if path in N.GRAD_SCALER:
             enabled = kw.get("enabled")
             on = not (enabled is not None and enabled.has_const and not enabled.const)
             if on:
-                self.event("scaler", node, data={"path": path})
+                conditional = enabled is not None and not enabled.has_const
+                self.event("scaler", node, data={"path": path, "conditional": conditional})
             return Val(kind="scaler" if on else None, node=node)
         if path in N.AUTOCAST:
             self.autocast(path, node, args, kw)
             return Val(kind="autocast", node=node)
         if path in N.TORCH_SAVE and args:
             sd = args[0]
-            if sd.kind == "state_dict":
+            if sd.kind == "state_dict" and sd.extra in (("wrapped",), ("bare",)):
                 self.event("save", node, data={"wrapped": sd.extra == ("wrapped",)})
             return UNKNOWN
         if path in N.TORCH_LOAD:
@@ -224,9 +293,24 @@ class CallSemantics(ExprEval):
         if obj.kind == "mpctx" and meth in ("Process", "Pool"):
             method = str(obj.const)
             if meth == "Pool":
-                self.event("fork_launch", node, data={"what": "Pool", "method": method})
-                return UNKNOWN
+                return Val(kind="pool", const=method, has_const=True, node=node)
             return self.launch("Process", node, method)
+        if obj.kind == "pool" and meth in _POOL_METHODS and args:
+            fn = self.funcs.get(str(args[0].const)) if args[0].kind == "func" else None
+            if fn is not None:
+                self.event(
+                    "fork_launch",
+                    node,
+                    data={
+                        "what": f"Pool.{meth}",
+                        "method": str(obj.const),
+                        "target_uses_cuda": uses_cuda(fn),
+                        "target": fn.name,
+                    },
+                )
+            return UNKNOWN
+        if obj.kind in ("dp", "ddp"):
+            self.wrapper_attr(obj, meth, node)
         if meth in ("cuda", "to", "cpu"):
             return self.place(meth, obj, key, node, args, kw)
         if meth in ("half", "bfloat16"):
@@ -240,16 +324,32 @@ class CallSemantics(ExprEval):
                 },
             )
             return obj
+        if meth == "add_argument":
+            flags = {a.const for a in args if a.has_const and isinstance(a.const, str)}
+            if "--local_rank" in flags and "--local-rank" not in flags:
+                self.event("local_rank_arg", node)
         if meth == "parameters" and key is not None:
             self.facts.param_owners.add(key)
             return UNKNOWN
         if meth == "state_dict":
-            wrapped = obj.kind in ("dp", "ddp")
-            return Val(kind="state_dict", extra=("wrapped",) if wrapped else ("bare",))
+            if obj.kind in ("dp", "ddp"):
+                return Val(kind="state_dict", extra=("wrapped",))
+            if obj.kind in ("module", "placed") or (
+                key is not None and key in self.facts.param_owners
+            ):
+                return Val(kind="state_dict", extra=("bare",))
+            return Val(kind="state_dict", extra=("other",))
         if meth == "load_state_dict" and args:
             if args[0].kind == "loaded":
+                strict = kw.get("strict")
                 self.event(
-                    "load", node, data={"wrapped": obj.kind in ("dp", "ddp"), "key": key or ""}
+                    "load",
+                    node,
+                    data={
+                        "wrapped": obj.kind in ("dp", "ddp"),
+                        "key": key or "",
+                        "lenient": strict is not None and strict.has_const and not strict.const,
+                    },
                 )
             return UNKNOWN
         if meth == "set_epoch":
@@ -347,6 +447,10 @@ class CallSemantics(ExprEval):
                 c.kind != "dtype" for c in [*args, *([kw["device"]] if "device" in kw else [])]
             ):
                 # .to(x) with an x the walker cannot read: moved somewhere, not known where
+                if obj.kind in ("dp", "ddp") and obj.node is not None:
+                    self.event(
+                        "dp_moved", node, data={"dp": obj.node, "ordinal": None, "dev": None}
+                    )
                 return Val(kind=obj.kind, device=("unknown", "?"), node=node, tags=obj.tags)
             dtype = kw.get("dtype")
             if dtype is not None and dtype.const in ("fp16", "bf16"):
@@ -379,7 +483,17 @@ class CallSemantics(ExprEval):
         kind = obj.kind if obj.kind in ("module", "dp", "ddp", "instance") else None
         if kind is None and key is not None and key in self.facts.param_owners:
             kind = "module"
-        placed = Val(kind=kind or "placed", device=dev, ordinal=ordinal, node=node, tags=obj.tags)
+        if obj.kind in ("dp", "ddp") and obj.node is not None:
+            self.event("dp_moved", node, data={"dp": obj.node, "ordinal": ordinal, "dev": dev})
+        keep_node = obj.node if obj.kind in ("dp", "ddp") else node
+        placed = Val(
+            kind=kind or "placed",
+            device=dev,
+            ordinal=ordinal,
+            node=keep_node,
+            tags=obj.tags,
+            extra=obj.extra if kind in ("module", "dp", "ddp", "instance") else (),
+        )
         if key is not None and obj.kind not in ("path",):
             self.names[key] = placed
         return placed
@@ -429,7 +543,13 @@ class CallSemantics(ExprEval):
             },
         )
         self.event("cuda_init", node, data={"what": path.rsplit(".", 1)[-1] + "()"})
-        return Val(kind=kind, device=module.device, ordinal=module.ordinal, node=node)
+        return Val(
+            kind=kind,
+            device=module.device,
+            ordinal=module.ordinal,
+            node=node,
+            extra=module.extra if module.kind == "module" else (),
+        )
 
     def peek_val(self, node: ast.expr | None) -> Val:
         if node is None:
@@ -475,7 +595,8 @@ class CallSemantics(ExprEval):
             self.proc = saved
         return Val(kind="process", node=node)
 
-    def dataloader(self, node: ast.Call, kw: dict[str, Val]) -> Val:
+    def dataloader(self, node: ast.Call, args: list[Val], kw: dict[str, Val]) -> Val:
+        self.dataloader_workers(node, args, kw)
         sampler_node = _kw(node, "sampler")
         sampler = self.peek_val(sampler_node)
         shuffle = kw.get("shuffle")
@@ -485,6 +606,46 @@ class CallSemantics(ExprEval):
         if sampler_given and shuffle is not None and shuffle.has_const and shuffle.const is True:
             self.event("loader_shuffle", node)
         return Val(kind="loader", node=node, extra=(sampler,) if sampler_given else ())
+
+    def dataloader_workers(self, node: ast.Call, args: list[Val], kw: dict[str, Val]) -> None:
+        """Workers of a DataLoader are forked; a dataset that uses CUDA cannot run there."""
+        workers = as_int(kw.get("num_workers", UNKNOWN))
+        if not workers or workers <= 0 or "multiprocessing_context" in kw:
+            return
+        dataset = args[0] if args else kw.get("dataset", UNKNOWN)
+        cls = (
+            self.classes.get(dataset.extra[0])
+            if dataset.extra and isinstance(dataset.extra[0], str)
+            else None
+        )
+        if cls is None:
+            return
+        getitem = next(
+            (f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "__getitem__"),
+            None,
+        )
+        if getitem is None or not uses_cuda(getitem):
+            return
+        self.event(
+            "fork_launch",
+            node,
+            data={
+                "what": "DataLoader workers",
+                "method": self.start_method,
+                "target_uses_cuda": True,
+                "target": f"{cls.name}.__getitem__",
+                "any_time": True,
+            },
+        )
+
+    def wrapper_attr(self, obj: Val, attr: str, node: ast.AST) -> None:
+        """An attribute of the wrapped model read through the DataParallel/DDP wrapper."""
+        if attr in NN_MODULE_ATTRS or attr.startswith("__") or not obj.extra:
+            return
+        cls = self.classes.get(str(obj.extra[0]))
+        if cls is None or attr not in class_members(cls):
+            return
+        self.event("wrapper_attr", node, obj, {"attr": attr, "class": cls.name})
 
     def autocast(self, path: str, node: ast.Call, args: list[Val], kw: dict[str, Val]) -> None:
         dtype = kw.get("dtype")
@@ -518,6 +679,22 @@ class CallSemantics(ExprEval):
             for key_node, value_node in zip(d.keys, d.values, strict=False):
                 if isinstance(key_node, ast.Constant) and isinstance(key_node.value, str):
                     self.env_set(key_node.value, self.peek_val(value_node), node, value_node)
+
+
+def class_members(cls: ast.ClassDef) -> set[str]:
+    """Methods and ``self.X`` attributes a class defines."""
+    out: set[str] = set()
+    for node in ast.walk(cls):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node in cls.body:
+            out.add(node.name)
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.ctx, ast.Store)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "self"
+        ):
+            out.add(node.attr)
+    return out
 
 
 def _key(node: ast.AST | None) -> str | None:

@@ -25,6 +25,8 @@ CODES: dict[str, str] = {
     "LINT-AMP-DEPRECATED": "torch.cuda.amp.* is deprecated (FutureWarning since torch 2.4)",
     "LINT-SCALER-BF16": "GradScaler with bf16 autocast: no loss scaling is needed",
     "LINT-SCALER-FP16-PARAMS": "GradScaler with float16 parameters (.half())",
+    "LINT-WRAPPER-ATTRIBUTE": "the model's own attribute read through the DataParallel/DDP wrapper",
+    "LINT-LOCAL-RANK-ARG": "--local_rank read from argv: torchrun does not pass it",
 }
 
 

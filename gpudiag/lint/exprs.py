@@ -145,8 +145,10 @@ class ExprEval:
             vals = [self.eval(v) for v in node.values]
             sd = [v for v in vals if v.kind == "state_dict"]
             if sd:
-                wrapped = any(v.extra == ("wrapped",) for v in sd)
-                return Val(kind="state_dict", extra=("wrapped",) if wrapped else ("bare",))
+                kinds = {v.extra for v in sd}
+                for which in (("wrapped",), ("bare",), ("other",)):
+                    if which in kinds:
+                        return Val(kind="state_dict", extra=which)
             return Val(tags=union(keys + vals).tags)
         if isinstance(node, ast.IfExp):
             self.eval(node.test)
@@ -188,6 +190,8 @@ class ExprEval:
                 return Val(kind="dtype", const=_DTYPES[path.split(".")[-1]], has_const=True)
             return Val(kind="path", const=path, has_const=True, node=node)
         base = self.eval(node.value)
+        if base.kind in ("dp", "ddp"):
+            self.wrapper_attr(base, node.attr, node)
         if node.attr == "module" and base.kind in ("dp", "ddp"):
             return Val(kind="module", device=base.device, node=node)
         if node.attr == "sampler" and base.kind == "loader" and base.extra:
@@ -266,6 +270,8 @@ class ExprEval:
         tags = env_tags(var)
         if tags & {"RANK", "LOCAL"}:
             self.facts.reads_launcher_rank = True
+        if "LOCAL" in tags:
+            self.facts.reads_local_rank_env = True
         return tags
 
     # ------------------------------------------------------------------ env writes
@@ -290,6 +296,9 @@ class ExprEval:
 
     def eval_call(self, node: ast.Call) -> Val:
         raise NotImplementedError
+
+    def wrapper_attr(self, obj: Val, attr: str, node: ast.AST) -> None:
+        """An attribute read through a DataParallel/DDP wrapper."""
 
     def on_path(self, path: str, node: ast.AST) -> None:
         """A torch path is mentioned (a decorator, a reference)."""

@@ -50,6 +50,8 @@ class Facts:
     strips_prefix: bool = False
     #: the script reads a torchrun / Slurm rank variable (so each rank runs the whole file)
     reads_launcher_rank: bool = False
+    #: the script reads LOCAL_RANK (or another node-local rank variable) from the environment
+    reads_local_rank_env: bool = False
     source_lines: list[str] = field(default_factory=list)
     #: how many times each dotted name is assigned in the file (loops count twice)
     assign_counts: dict[str, int] = field(default_factory=dict)

@@ -40,7 +40,7 @@ def deprecated_rules(facts: Facts) -> list[Hit]:
 
 
 def scaler_rules(facts: Facts) -> list[Hit]:
-    scalers = facts.of("scaler")
+    scalers = [s for s in facts.of("scaler") if not s.data.get("conditional")]
     if not scalers:
         return []
     out: list[Hit] = []

@@ -46,8 +46,8 @@ def set_device_rules(facts: Facts) -> list[Hit]:
     for ev in facts.of("placement"):
         if not ev.data.get("bare") or ev.data.get("set_before") or ev.proc in seen_procs:
             continue
-        if ev.proc.startswith("def:") and any(s.proc == "main" for s in set_devices):
-            continue
+        if ev.proc.startswith("def:") and any(s.proc != ev.proc for s in set_devices):
+            continue  # set elsewhere, in an order the walker cannot know
         seen_procs.add(ev.proc)
         later = [s for s in set_devices if s.proc == ev.proc and s.seq > ev.seq]
         what = _placement_text(facts, ev)
@@ -244,3 +244,30 @@ def _constant_epoch(facts: Facts, ev: Event) -> bool:
     if not name or ev.val is None or not ev.val.has_const:
         return False
     return facts.assign_counts.get(name, 0) <= 1
+
+
+def local_rank_arg_rules(facts: Facts) -> list[Hit]:
+    """``--local_rank`` from argv. torch/distributed/launch.py (torch 2.x) passes
+    ``--local-rank`` (hyphen) and recommends reading ``LOCAL_RANK``; torchrun passes
+    no argument at all (torch/distributed/run.py: "--use-env" is the default)."""
+    if facts.reads_local_rank_env:
+        return []
+    return [
+        hit(
+            ev.line,
+            ev.col,
+            "LINT-LOCAL-RANK-ARG",
+            "warning",
+            "The local rank comes only from a --local_rank option: torchrun does not pass it "
+            "(it sets LOCAL_RANK), so every rank keeps the option's default and uses the same "
+            "GPU; torch.distributed.launch (torch 2.x) passes --local-rank, which this option "
+            "does not accept.",
+            "Read local_rank = int(os.environ['LOCAL_RANK']); to keep the option, accept both "
+            "spellings with that default: parser.add_argument('--local-rank', '--local_rank', "
+            "type=int, default=int(os.environ.get('LOCAL_RANK', 0))).",
+            "error: unrecognized arguments: --local-rank=0 (torch.distributed.launch); under "
+            "torchrun, silent: every rank gets the default local_rank",
+            "LOCAL_RANK",
+        )
+        for ev in facts.of("local_rank_arg")
+    ]

@@ -129,56 +129,70 @@ def mask_rules(facts: Facts) -> tuple[list[Hit], set[int]]:
     return out, explained
 
 
+def _module_at_forward(facts: Facts, ev: Event) -> tuple[str, int | None] | None:
+    """Where DataParallel's module is when it runs: ("cuda", ordinal) / ("cpu", None),
+    or None when unknown. A later ``.cuda()``/``.to()`` on the wrapper moves it."""
+    moves = [m for m in facts.of("dp_moved") if m.data.get("dp") is ev.node and m.seq > ev.seq]
+    if moves:
+        last = moves[-1]
+        dev = last.data.get("dev")
+        ordinal = last.data.get("ordinal")
+        if isinstance(dev, tuple) and dev[0] == "cpu":
+            return ("cpu", None)
+        return ("cuda", ordinal) if isinstance(ordinal, int) else None
+    module = ev.val
+    if module is None:
+        return None
+    if module.device is None:
+        forward = any(f.data.get("dp") is ev.node for f in facts.of("dp_forward"))
+        return ("cpu", None) if module.kind == "module" and forward else None
+    if module.device[0] == "cuda" and module.ordinal is not None:
+        return ("cuda", module.ordinal)
+    return None
+
+
 def dp_module_rules(facts: Facts, explained: set[int]) -> list[Hit]:
     out: list[Hit] = []
     for ev in facts.of("dp"):
         if ev.seq in explained or ev.val is None:
             continue
-        module = ev.val
         ids_val = ev.data.get("ids")
         ids = int_list(ids_val) if isinstance(ids_val, Val) else None
         if ev.data.get("ids_given") and not ids:
             continue
-        first = ids[0] if ids else 0
         if ids is not None and len(ids) == 1:
             continue  # one id: DataParallel moves the module there itself
-        if module.device is None or module.device[0] != "cuda" or module.ordinal is None:
+        first = ids[0] if ids else 0
+        where = _module_at_forward(facts, ev)
+        if where is None or where == ("cuda", first):
             continue
-        if module.ordinal == first:
-            continue
-        if _wrapper_moved_later(facts, ev, first):
-            continue
-        found = f"cuda:{module.ordinal}"
+        found = "cpu" if where[0] == "cpu" else f"cuda:{where[1]}"
         ids_text = ev.text("ids_text") or "(all visible GPUs)"
+        if where[0] == "cpu":
+            fix = (
+                f"Move the model to cuda:{first} before the first forward: "
+                f"model.to('cuda:{first}') (or model.cuda() when device_ids starts at 0)."
+            )
+        else:
+            fix = (
+                f"Move the model to cuda:{first} first (model.to('cuda:{first}')), or list its "
+                f"device first (device_ids=[{where[1]}, …]); to use physical GPUs by number, "
+                "set CUDA_VISIBLE_DEVICES before CUDA starts and number device_ids from 0."
+            )
         out.append(
             hit(
                 ev.line,
                 ev.col,
                 "LINT-DP-MODULE-DEVICE",
                 "error",
-                f"DataParallel(device_ids={ids_text}) gets a module that is on {found}"
-                f"{_placed_at(module)}, but DataParallel needs it on device_ids[0] = "
-                f"cuda:{first}.",
-                f"Move the model to cuda:{first} first (model.to('cuda:{first}')), or list its "
-                f"device first (device_ids=[{module.ordinal}, …]); to use physical GPUs by "
-                "number, set CUDA_VISIBLE_DEVICES before CUDA starts and use device_ids from 0.",
+                f"DataParallel(device_ids={ids_text}) gets a module that is on {found} when it "
+                f"runs, but DataParallel needs it on device_ids[0] = cuda:{first}.",
+                fix,
                 module_mismatch_text(first, found),
                 f"cuda:{first}",
             )
         )
     return out
-
-
-def _wrapper_moved_later(facts: Facts, ev: Event, first: int) -> bool:
-    bound = ev.text("bound_to")
-    if not bound:
-        return False
-    return any(p.seq > ev.seq and p.text("key") == bound for p in facts.of("placement"))
-
-
-def _placed_at(module: Val) -> str:
-    line = getattr(module.node, "lineno", None)
-    return f" (placed at line {line})" if isinstance(line, int) else ""
 
 
 def checkpoint_rules(facts: Facts) -> list[Hit]:
@@ -220,6 +234,11 @@ def checkpoint_rules(facts: Facts) -> list[Hit]:
                 "Save the inner model: torch.save(model.module.state_dict(), path), or strip "
                 "the prefix: {k.removeprefix('module.'): v for k, v in state_dict.items()}."
             )
+        if ld.data.get("lenient"):
+            predicts = (
+                "silent: with strict=False no key matches, so nothing is loaded and the model "
+                "keeps its random initial weights"
+            )
         out.append(
             hit(ld.line, ld.col, "LINT-CKPT-PREFIX-MISMATCH", "error", msg, fix, predicts, None)
         )
@@ -243,4 +262,32 @@ def checkpoint_rules(facts: Facts) -> list[Hit]:
                     None,
                 )
             )
+    return out
+
+
+def wrapper_attribute_rules(facts: Facts) -> list[Hit]:
+    """``model.fc`` / ``model.generate()`` after ``model = DataParallel(model)``:
+    nn.Module.__getattr__ finds only the wrapper's own attributes (torch 2.13,
+    torch/nn/modules/module.py), the model's are under ``.module``."""
+    out: list[Hit] = []
+    seen: set[tuple[int, str]] = set()
+    for ev in facts.of("wrapper_attr"):
+        attr, cls = ev.text("attr"), ev.text("class")
+        if (ev.line, attr) in seen or ev.val is None:
+            continue
+        seen.add((ev.line, attr))
+        wrapper = "DataParallel" if ev.val.kind == "dp" else "DistributedDataParallel"
+        out.append(
+            hit(
+                ev.line,
+                ev.col,
+                "LINT-WRAPPER-ATTRIBUTE",
+                "error",
+                f"'{attr}' belongs to {cls}, but it is read through the {wrapper} wrapper, "
+                "which does not forward attributes to the model it wraps.",
+                f"Use model.module.{attr} (the wrapped {cls}).",
+                f"AttributeError: '{wrapper}' object has no attribute '{attr}'",
+                None,
+            )
+        )
     return out

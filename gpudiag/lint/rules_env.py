@@ -94,6 +94,11 @@ def fork_rules(facts: Facts) -> list[Hit]:
         if ev.data.get("method") != "fork" or ev.data.get("target_uses_cuda") is not True:
             continue
         init = cuda_init_before(facts, ev)
+        if init is None and ev.data.get("any_time"):
+            # DataLoader workers fork when the loader is iterated, after the model's .cuda()
+            init = next(
+                (e for e in facts.of("cuda_init") if e.proc == ev.proc and e.seq > ev.seq), None
+            )
         if init is None:
             continue
         target = ev.text("target") or "the child"
@@ -103,9 +108,10 @@ def fork_rules(facts: Facts) -> list[Hit]:
                 ev.col,
                 "LINT-CUDA-BEFORE-FORK",
                 "error",
-                f"A child process ({target}) that uses CUDA is started with the 'fork' start "
-                f"method after CUDA was initialised in the parent by {init.text('what')} at "
-                f"line {init.line}: a forked child cannot use CUDA.",
+                f"{ev.text('what') or 'A child process'} runs {target}, which uses CUDA, in "
+                f"processes started with the 'fork' start method, and the parent initialises "
+                f"CUDA ({init.text('what')} at line {init.line}): a forked child cannot use "
+                "CUDA.",
                 "Start the children with torch.multiprocessing.spawn (or "
                 "multiprocessing.get_context('spawn')), or keep every CUDA call out of the "
                 "parent until the children are started.",

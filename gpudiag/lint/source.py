@@ -23,10 +23,16 @@ from gpudiag.lint.rules_amp import deprecated_rules, scaler_rules
 from gpudiag.lint.rules_dist import (
     ddp_cpu_rules,
     global_rank_rules,
+    local_rank_arg_rules,
     sampler_rules,
     set_device_rules,
 )
-from gpudiag.lint.rules_dp import checkpoint_rules, dp_module_rules, mask_rules
+from gpudiag.lint.rules_dp import (
+    checkpoint_rules,
+    dp_module_rules,
+    mask_rules,
+    wrapper_attribute_rules,
+)
 from gpudiag.lint.rules_env import cvd_rules, fork_rules, master_port_rules
 from gpudiag.lint.walker import Walker
 
@@ -110,6 +116,8 @@ def rules(facts: Facts) -> list[Hit]:
         *mask_hits,
         *dp_module_rules(facts, explained),
         *checkpoint_rules(facts),
+        *wrapper_attribute_rules(facts),
+        *local_rank_arg_rules(facts),
         *deprecated_rules(facts),
         *scaler_rules(facts),
     ]
