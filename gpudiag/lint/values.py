@@ -60,8 +60,8 @@ def const(value: object, node: ast.AST | None = None) -> Val:
 def union(vals: list[Val]) -> Val:
     """Tags of several values, joined (a computed value: no constant, no kind)."""
     tags: frozenset[str] = frozenset().union(*(v.tags for v in vals)) if vals else _NO_TAGS
-    devs = [device_of(v) if v.device is None else v.device for v in vals]
-    devs = [d for d in devs if d is not None]
+    found = [device_of(v) if v.device is None else v.device for v in vals]
+    devs = [d for d in found if d is not None]
     cuda = [d for d in devs if d[0] == "cuda"]
     device = cuda[0] if cuda else (devs[0] if devs else None)
     return Val(tags=tags, device=device)
