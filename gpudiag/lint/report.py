@@ -80,13 +80,22 @@ def escape(text: str) -> str:
 
 
 def _wrap(head: str, text: str, indent: str) -> list[str]:
-    return textwrap.wrap(
-        head + text,
+    # The head (``path:line:col: CODE [severity] ``) is never split, so editors and CI
+    # annotations find the location and code on the first line, whatever the path's length;
+    # the first line holds at least one word, the rest wraps at WIDTH.
+    words = text.split()
+    first = head + (words.pop(0) if words else "")
+    while words and len(first) + 1 + len(words[0]) <= WIDTH:
+        first += " " + words.pop(0)
+    rest = textwrap.wrap(
+        " ".join(words),
         width=WIDTH,
+        initial_indent=indent,
         subsequent_indent=indent,
         break_long_words=False,
         break_on_hyphens=False,
-    ) or [head.rstrip()]
+    )
+    return [first.rstrip(), *rest]
 
 
 def render_finding(f: LintFinding) -> list[str]:
