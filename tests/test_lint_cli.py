@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from gpudiag.cli import main
 from gpudiag.lint import lint_paths, lint_source
-from gpudiag.model import Gpu, Snapshot, TorchDevice, TorchInfo
+from gpudiag.model import Snapshot, TorchDevice
 
 from .conftest import fixture_path, load_fixture
 
@@ -156,7 +156,7 @@ def test_folders_skip_hidden_and_venvs(tmp_path: Path) -> None:
 def test_terminal_escapes_in_paths_and_values(tmp_path: Path) -> None:
     name = "evil\x1b[31m.py"
     path = _script(tmp_path, SEED.replace('"1,2"', '"1,2\\x1b[2J"'), name)
-    code, out, _ = _run("lint", str(path), "--check", "--snapshot", str(fixture_path("a100x8")))
+    _, out, _ = _run("lint", str(path), "--check", "--snapshot", str(fixture_path("a100x8")))
     assert "\x1b" not in out
     assert "evil\\x1b[31m.py" in out
 
@@ -238,10 +238,6 @@ def test_check_set_device_and_backend_reach_their_lines(tmp_path: Path) -> None:
     assert lines.get("DP-SET-DEVICE-INVALID") == 3 or lines.get("DP-NO-VISIBLE-GPU") == 3
     assert any(code.startswith("DDP-") and line == 4 for code, line in lines.items())
     assert "ddp" in report.to_json()["checks"]  # type: ignore[operator]
-
-
-def _unused(_: Gpu, __: TorchInfo) -> None:  # keep the model imports honest for mypy
-    return None
 
 
 # ------------------------------------------------------------------ weight
