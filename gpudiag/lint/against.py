@@ -91,7 +91,7 @@ def script_values(facts: Facts) -> ScriptValues:
 
 
 def _line_for(code: str, values: ScriptValues) -> Event | None:
-    if code.startswith("DP-SET-DEVICE") and values.set_device is not None:
+    if code.startswith("DP-SET-DEVICE-") and values.set_device is not None:
         return values.set_device[1]
     if code.startswith("DP-"):
         if values.dataparallel is not None:
@@ -101,7 +101,7 @@ def _line_for(code: str, values: ScriptValues) -> Event | None:
         if values.backend is not None:
             return values.backend[1]
         return values.ddp
-    if code.startswith("HEALTH-AMP") and values.amp is not None:
+    if code.startswith("HEALTH-AMP-") and values.amp is not None:
         return values.amp[1]
     if code.startswith("VIS-") and values.visible is not None:
         return values.visible[1]

@@ -86,7 +86,7 @@ def _placement_text(facts: Facts, ev: Event) -> str:
         text = facts.source_lines[line - 1].strip()
         if len(text) > 50:
             text = text[:47] + "..."
-        return f"`{text}`"
+        return f'"{text}"'
     return "this call"
 
 

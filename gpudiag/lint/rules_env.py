@@ -75,11 +75,11 @@ def cvd_rules(facts: Facts) -> list[Hit]:
                     ev.col,
                     "LINT-CVD-AFTER-IMPORT",
                     "info",
-                    f"{_shown(ev)} is set after `import torch` (line {imported.line}) but "
+                    f"{_shown(ev)} is set after import torch (line {imported.line}) but "
                     "before any CUDA call: this works, because torch initialises CUDA lazily, "
                     "at the first CUDA call, not at import. It stops working as soon as "
                     "anything above it (torch.cuda.is_available(), .cuda()) initialises CUDA.",
-                    "Set it before `import torch`, or in the shell, so no later edit can "
+                    "Set it before import torch, or in the shell, so no later edit can "
                     "initialise CUDA first.",
                     None,
                     var,
