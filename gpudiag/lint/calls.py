@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 
 from gpudiag.lint import names as N
 from gpudiag.lint.exprs import ExprEval
@@ -90,6 +91,7 @@ def _arg(node: ast.Call, index: int, name: str) -> ast.expr | None:
     return positional[index] if index < len(positional) else None
 
 
+@functools.lru_cache(maxsize=256)
 def uses_cuda(fn: ast.AST) -> bool:
     """Whether a function body visibly uses CUDA (``.cuda()``, ``cuda`` strings, torch.cuda)."""
     for node in ast.walk(fn):
@@ -681,7 +683,8 @@ class CallSemantics(ExprEval):
                     self.env_set(key_node.value, self.peek_val(value_node), node, value_node)
 
 
-def class_members(cls: ast.ClassDef) -> set[str]:
+@functools.lru_cache(maxsize=256)
+def class_members(cls: ast.ClassDef) -> frozenset[str]:
     """Methods and ``self.X`` attributes a class defines."""
     out: set[str] = set()
     for node in ast.walk(cls):
@@ -694,7 +697,7 @@ def class_members(cls: ast.ClassDef) -> set[str]:
             and node.value.id == "self"
         ):
             out.add(node.attr)
-    return out
+    return frozenset(out)
 
 
 def _key(node: ast.AST | None) -> str | None:

@@ -60,7 +60,7 @@ class ExprEval:
     ) -> Event:
         self.seq += 1
         ev = Event(self.seq, kind, node, self.proc, val, data or {})
-        self.facts.events.append(ev)
+        self.facts.add(ev)
         return ev
 
     # ------------------------------------------------------------------ imports

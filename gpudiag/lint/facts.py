@@ -53,14 +53,22 @@ class Facts:
     #: the script reads LOCAL_RANK (or another node-local rank variable) from the environment
     reads_local_rank_env: bool = False
     source_lines: list[str] = field(default_factory=list)
+    by_kind: dict[str, list[Event]] = field(default_factory=dict)
     #: how many times each dotted name is assigned in the file (loops count twice)
     assign_counts: dict[str, int] = field(default_factory=dict)
 
+    def add(self, ev: Event) -> None:
+        self.events.append(ev)
+        self.by_kind.setdefault(ev.kind, []).append(ev)
+
     def of(self, *kinds: str) -> list[Event]:
-        return [e for e in self.events if e.kind in kinds]
+        """The events of these kinds, in execution order."""
+        if len(kinds) == 1:
+            return list(self.by_kind.get(kinds[0], ()))
+        found = [e for k in kinds for e in self.by_kind.get(k, ())]
+        found.sort(key=lambda e: e.seq)
+        return found
 
     def first(self, kind: str) -> Event | None:
-        for e in self.events:
-            if e.kind == kind:
-                return e
-        return None
+        events = self.by_kind.get(kind)
+        return events[0] if events else None

@@ -6,10 +6,13 @@ import json
 import textwrap
 import unicodedata
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from gpudiag.core.check import Report
 from gpudiag.lint.codes import LintFinding
 from gpudiag.model import SEVERITIES
+
+if TYPE_CHECKING:  # importing gpudiag.core.check costs start-up time lint alone never needs
+    from gpudiag.core.check import Report
 
 #: Version of the ``gpudiag lint --json`` document (docs/lint.md).
 LINT_SCHEMA = "gpudiag-lint/1"

@@ -9,8 +9,6 @@ per rank) and NCCL's "Duplicate GPU detected" error for ranks on one GPU.
 
 from __future__ import annotations
 
-from gpudiag.core.dataparallel import INVALID_ORDINAL
-from gpudiag.core.ddp import duplicate_gpu_text
 from gpudiag.lint.codes import Hit, hit
 from gpudiag.lint.facts import Event, Facts
 from gpudiag.lint.values import Val, int_list, rank_kind
@@ -49,6 +47,8 @@ def set_device_rules(facts: Facts) -> list[Hit]:
         if ev.proc.startswith("def:") and any(s.proc != ev.proc for s in set_devices):
             continue  # set elsewhere, in an order the walker cannot know
         seen_procs.add(ev.proc)
+        from gpudiag.core.ddp import duplicate_gpu_text  # imported on a hit only: start-up
+
         later = [s for s in set_devices if s.proc == ev.proc and s.seq > ev.seq]
         what = _placement_text(facts, ev)
         if later:
@@ -111,6 +111,8 @@ def global_rank_rules(facts: Facts) -> list[Hit]:
             origins.add(id(ev.val.node))
         lines.add(ev.line)
         src = _rank_source(ev.val)
+        from gpudiag.core.dataparallel import INVALID_ORDINAL  # imported on a hit only
+
         out.append(
             hit(
                 ev.line,

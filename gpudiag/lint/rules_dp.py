@@ -11,7 +11,6 @@ and buffers on device …"), torch/nn/modules/module.py (``load_state_dict``'s
 
 from __future__ import annotations
 
-from gpudiag.core.dataparallel import INVALID_DEVICE_ID, INVALID_ORDINAL, module_mismatch_text
 from gpudiag.lint.codes import Hit, hit
 from gpudiag.lint.facts import Event, Facts
 from gpudiag.lint.values import Val, as_int, device_of, int_list
@@ -20,9 +19,13 @@ from gpudiag.lint.values import Val, as_int, device_of, int_list
 def script_mask(facts: Facts, before: Event) -> tuple[Event, list[str]] | None:
     """The literal CUDA_VISIBLE_DEVICES the script set before ``before`` (and before CUDA)."""
     found: tuple[Event, list[str]] | None = None
-    for ev in facts.of("env_set"):
-        if ev.seq > before.seq or ev.text("var") != "CUDA_VISIBLE_DEVICES":
-            continue
+    masks = facts.by_kind.get("cvd_set")
+    if masks is None:
+        masks = [e for e in facts.of("env_set") if e.text("var") == "CUDA_VISIBLE_DEVICES"]
+        facts.by_kind["cvd_set"] = masks
+    for ev in masks:
+        if ev.seq > before.seq:
+            break
         if ev.proc not in (before.proc, "main"):
             continue
         value = ev.data.get("value")
@@ -36,8 +39,10 @@ def script_mask(facts: Facts, before: Event) -> tuple[Event, list[str]] | None:
         found = (ev, entries)
     if found is None:
         return None
-    for init in facts.of("cuda_init"):
-        if init.seq < found[0].seq and init.proc == found[0].proc:
+    for init in facts.by_kind.get("cuda_init", ()):
+        if init.seq >= found[0].seq:
+            break
+        if init.proc == found[0].proc:
             return None  # CUDA never saw this mask (LINT-CVD-AFTER-CUDA-INIT says so)
     return found
 
@@ -101,6 +106,9 @@ def mask_rules(facts: Facts) -> tuple[list[Hit], set[int]]:
         mask = script_mask(facts, ev)
         if mask is None:
             continue
+        # imported only for a script that sets a mask: start-up time
+        from gpudiag.core.dataparallel import INVALID_DEVICE_ID, INVALID_ORDINAL
+
         n = len(mask[1])
         if ev.kind in ("dp", "ddp"):
             ids_val = ev.data.get("ids")
@@ -166,6 +174,8 @@ def dp_module_rules(facts: Facts, explained: set[int]) -> list[Hit]:
         where = _module_at_forward(facts, ev)
         if where is None or where == ("cuda", first):
             continue
+        from gpudiag.core.dataparallel import module_mismatch_text  # imported on a hit only
+
         found = "cpu" if where[0] == "cpu" else f"cuda:{where[1]}"
         ids_text = ev.text("ids_text") or "(all visible GPUs)"
         if where[0] == "cpu":

@@ -24,10 +24,10 @@ FORK_ERROR = (
 
 def cuda_init_before(facts: Facts, ev: Event) -> Event | None:
     """The first CUDA initialisation in ``ev``'s process that runs before it."""
-    for other in facts.events:
+    for other in facts.of("cuda_init"):
         if other.seq >= ev.seq:
             break
-        if other.kind == "cuda_init" and other.proc == ev.proc:
+        if other.proc == ev.proc:
             return other
     return None
 

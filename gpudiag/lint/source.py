@@ -80,6 +80,8 @@ def decode(data: bytes) -> str:
 def suppressions(text: str) -> dict[int, frozenset[str] | None]:
     """Line → the codes ignored there (None: every code), from ``# gpudiag: ignore[…]``."""
     out: dict[int, frozenset[str] | None] = {}
+    if not _IGNORE_RE.search(text):
+        return out  # the common case: no suppression anywhere, no need to tokenize
     try:
         tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
     except (tokenize.TokenError, SyntaxError):

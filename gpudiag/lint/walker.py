@@ -21,28 +21,46 @@ _MAX_INLINE = 4
 _MAX_DEPTH = 12
 
 
-def _assigned_keys(tree: ast.AST) -> dict[str, int]:
-    """How many times each dotted name is assigned anywhere (loops count as many)."""
-    counts: dict[str, int] = {}
+class _Survey:
+    """One pass over the tree: definitions, assignment counts, ``module.`` prefix handling."""
 
-    def add(target: ast.AST, weight: int) -> None:
+    def __init__(self, tree: ast.AST) -> None:
+        self.funcs: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+        self.methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+        self.classes: dict[str, ast.ClassDef] = {}
+        self.counts: dict[str, int] = {}
+        self.strips_prefix = False
+        method_nodes: set[ast.AST] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                self.classes.setdefault(node.name, node)
+                for item in node.body:
+                    if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        self.methods.setdefault(item.name, item)
+                        method_nodes.add(item)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                # methods are reached through self.X / obj.X, not by their bare name
+                if node not in method_nodes:
+                    self.funcs.setdefault(node.name, node)
+            elif isinstance(node, ast.Assign):
+                for t in node.targets:
+                    self._add(t, 1)
+            elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.NamedExpr)):
+                self._add(node.target, 2 if isinstance(node, ast.AugAssign) else 1)
+            elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+                self._add(node.target, 2)
+            elif not self.strips_prefix and _strips_prefix(node):
+                self.strips_prefix = True
+
+    def _add(self, target: ast.AST, weight: int) -> None:
+        """How many times each dotted name is assigned anywhere (loops count as many)."""
         if isinstance(target, (ast.Tuple, ast.List)):
             for elt in target.elts:
-                add(elt, weight)
+                self._add(elt, weight)
             return
         key = dotted_key(target)
         if key is not None:
-            counts[key] = counts.get(key, 0) + weight
-
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assign):
-            for t in node.targets:
-                add(t, 1)
-        elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.NamedExpr)):
-            add(node.target, 2 if isinstance(node, ast.AugAssign) else 1)
-        elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
-            add(node.target, 2)
-    return counts
+            self.counts[key] = self.counts.get(key, 0) + weight
 
 
 def dotted_key(node: ast.AST) -> str | None:
@@ -62,30 +80,18 @@ class Walker(CallSemantics):
         super().__init__()
         self.tree = tree
         self.facts = Facts(source_lines=lines)
-        self.facts.assign_counts = _assigned_keys(tree)
-        self.funcs: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
-        self.methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
-        self.classes: dict[str, ast.ClassDef] = {}
+        self.dotted: set[str] = set()
+        survey = _Survey(tree)
+        self.facts.assign_counts = survey.counts
+        self.facts.strips_prefix = survey.strips_prefix
+        self.funcs = survey.funcs
+        self.methods = survey.methods
+        self.classes = survey.classes
         self.inlined: dict[ast.AST, int] = {}
         self.returns: list[list[Val]] = []
         self.depth = 0
-        self._collect_defs(tree)
 
     # ------------------------------------------------------------------ set-up
-
-    def _collect_defs(self, tree: ast.AST) -> None:
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ClassDef):
-                self.classes.setdefault(node.name, node)
-                for item in node.body:
-                    if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                        self.methods.setdefault(item.name, item)
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                self.funcs.setdefault(node.name, node)
-        for meth in self.methods.values():
-            # methods are reached through self.X / obj.X, not by their bare name
-            if self.funcs.get(meth.name) is meth:
-                del self.funcs[meth.name]
 
     def run(self) -> Facts:
         self.exec_block(self.tree.body)
@@ -95,7 +101,6 @@ class Walker(CallSemantics):
                 self.proc = f"def:{fn.name}"
                 self.inline(fn, [], [], skip_self=fn in self.methods.values())
                 self.proc = saved
-        self.facts.strips_prefix = self.facts.strips_prefix or _mentions_prefix(self.tree)
         return self.facts
 
     # ------------------------------------------------------------------ statements
@@ -205,9 +210,13 @@ class Walker(CallSemantics):
                         ev.data["bound_to"] = key
                         break
             self.names[key] = val
-            # `self.model = m` also makes the model reachable as `self.model.module` etc.
-            for old in [k for k in self.names if k.startswith(key + ".")]:
-                del self.names[old]
+            if "." in key:
+                self.dotted.add(key)
+            # a new `self.model` replaces what was known about `self.model.xyz`
+            prefix = key + "."
+            for old in [k for k in self.dotted if k.startswith(prefix)]:
+                self.dotted.discard(old)
+                self.names.pop(old, None)
 
     def peek(self, node: ast.expr) -> Val:
         """The value of an expression already evaluated (no new events)."""
@@ -265,31 +274,19 @@ class Walker(CallSemantics):
         return union(results) if results else UNKNOWN
 
 
-def _mentions_prefix(tree: ast.AST) -> bool:
-    """Whether the script strips (or adds) the ``module.`` prefix itself.
+def _strips_prefix(node: ast.AST) -> bool:
+    """Whether this node strips (or adds) the ``module.`` prefix.
 
     ``k.removeprefix("module.")``, ``k.replace("module.", "")``, ``k[7:]``,
     ``consume_prefix_in_state_dict_if_present(sd, "module.")``: any of them means
     the author handles the prefix, so the checkpoint rules stay quiet.
     """
-    for node in ast.walk(tree):
-        if (
-            isinstance(node, ast.Constant)
-            and isinstance(node.value, str)
-            and node.value.strip() in ("module.", "module")
-        ):
-            return True
-        if (
-            isinstance(node, ast.Slice)
-            and isinstance(node.lower, ast.Constant)
-            and node.lower.value == len("module.")
-        ):
-            return True
-        if isinstance(node, ast.Name) and node.id == "consume_prefix_in_state_dict_if_present":
-            return True
-        if (
-            isinstance(node, ast.Attribute)
-            and node.attr == "consume_prefix_in_state_dict_if_present"
-        ):
-            return True
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, str) and node.value.strip() in ("module.", "module")
+    if isinstance(node, ast.Slice):
+        return isinstance(node.lower, ast.Constant) and node.lower.value == len("module.")
+    if isinstance(node, ast.Name):
+        return node.id == "consume_prefix_in_state_dict_if_present"
+    if isinstance(node, ast.Attribute):
+        return node.attr == "consume_prefix_in_state_dict_if_present"
     return False
