@@ -46,16 +46,33 @@ class Facts:
     events: list[Event] = field(default_factory=list)
     #: dotted names the script reads ``.parameters()`` of: its models
     param_owners: set[str] = field(default_factory=set)
-    #: the file strips the ``module.`` prefix somewhere (removeprefix, replace, k[7:]…)
-    strips_prefix: bool = False
     #: the script reads a torchrun / Slurm rank variable (so each rank runs the whole file)
     reads_launcher_rank: bool = False
     #: the script reads LOCAL_RANK (or another node-local rank variable) from the environment
     reads_local_rank_env: bool = False
     source_lines: list[str] = field(default_factory=list)
     by_kind: dict[str, list[Event]] = field(default_factory=dict)
-    #: how many times each dotted name is assigned in the file (loops count twice)
-    assign_counts: dict[str, int] = field(default_factory=dict)
+    #: per-file memo for rules (e.g. the parsed CUDA_VISIBLE_DEVICES values)
+    cache: dict[str, object] = field(default_factory=dict)
+    tree: ast.Module | None = None
+
+    @property
+    def assign_counts(self) -> dict[str, int]:
+        """How many times each dotted name is assigned in the file (loops count twice)."""
+        counts = self.cache.get("assign_counts")
+        if not isinstance(counts, dict):
+            from gpudiag.lint.walker import assign_counts
+
+            counts = assign_counts(self.tree) if self.tree is not None else {}
+            self.cache["assign_counts"] = counts
+        return counts
+
+    @property
+    def strips_prefix(self) -> bool:
+        """The file strips (or adds) the ``module.`` prefix somewhere (removeprefix, k[7:]…)."""
+        from gpudiag.lint.walker import strips_prefix
+
+        return self.tree is not None and strips_prefix(self.tree)
 
     def add(self, ev: Event) -> None:
         self.events.append(ev)

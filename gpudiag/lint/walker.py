@@ -22,45 +22,61 @@ _MAX_DEPTH = 12
 
 
 class _Survey:
-    """One pass over the tree: definitions, assignment counts, ``module.`` prefix handling."""
+    """The definitions, found by walking statements only (expressions hold no ``def``)."""
 
-    def __init__(self, tree: ast.AST) -> None:
+    def __init__(self, tree: ast.Module) -> None:
         self.funcs: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
         self.methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
         self.classes: dict[str, ast.ClassDef] = {}
-        self.counts: dict[str, int] = {}
-        self.strips_prefix = False
-        method_nodes: set[ast.AST] = set()
-        for node in ast.walk(tree):
+        self._block(tree.body, in_class=False)
+
+    def _block(self, body: list[ast.stmt], *, in_class: bool) -> None:
+        for node in body:
             if isinstance(node, ast.ClassDef):
                 self.classes.setdefault(node.name, node)
-                for item in node.body:
-                    if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                        self.methods.setdefault(item.name, item)
-                        method_nodes.add(item)
+                self._block(node.body, in_class=True)
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 # methods are reached through self.X / obj.X, not by their bare name
-                if node not in method_nodes:
-                    self.funcs.setdefault(node.name, node)
-            elif isinstance(node, ast.Assign):
-                for t in node.targets:
-                    self._add(t, 1)
-            elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.NamedExpr)):
-                self._add(node.target, 2 if isinstance(node, ast.AugAssign) else 1)
-            elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
-                self._add(node.target, 2)
-            elif not self.strips_prefix and _strips_prefix(node):
-                self.strips_prefix = True
+                (self.methods if in_class else self.funcs).setdefault(node.name, node)
+                self._block(node.body, in_class=False)
+            else:
+                for name in ("body", "orelse", "finalbody"):
+                    inner = getattr(node, name, None)
+                    if isinstance(inner, list):
+                        self._block(inner, in_class=in_class)
+                for handler in getattr(node, "handlers", ()):
+                    self._block(handler.body, in_class=in_class)
+                for case in getattr(node, "cases", ()):
+                    self._block(case.body, in_class=in_class)
 
-    def _add(self, target: ast.AST, weight: int) -> None:
-        """How many times each dotted name is assigned anywhere (loops count as many)."""
+
+def assign_counts(tree: ast.AST) -> dict[str, int]:
+    """How many times each dotted name is assigned anywhere (loops count as many)."""
+    counts: dict[str, int] = {}
+
+    def add(target: ast.AST, weight: int) -> None:
         if isinstance(target, (ast.Tuple, ast.List)):
             for elt in target.elts:
-                self._add(elt, weight)
+                add(elt, weight)
             return
         key = dotted_key(target)
         if key is not None:
-            self.counts[key] = self.counts.get(key, 0) + weight
+            counts[key] = counts.get(key, 0) + weight
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            for t in node.targets:
+                add(t, 1)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.NamedExpr)):
+            add(node.target, 2 if isinstance(node, ast.AugAssign) else 1)
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+            add(node.target, 2)
+    return counts
+
+
+def strips_prefix(tree: ast.AST) -> bool:
+    """Whether the script strips (or adds) the ``module.`` prefix anywhere."""
+    return any(_strips_prefix(node) for node in ast.walk(tree))
 
 
 def dotted_key(node: ast.AST) -> str | None:
@@ -82,8 +98,7 @@ class Walker(CallSemantics):
         self.facts = Facts(source_lines=lines)
         self.dotted: set[str] = set()
         survey = _Survey(tree)
-        self.facts.assign_counts = survey.counts
-        self.facts.strips_prefix = survey.strips_prefix
+        self.facts.tree = tree
         self.funcs = survey.funcs
         self.methods = survey.methods
         self.classes = survey.classes
