@@ -206,10 +206,10 @@ def dp_module_rules(facts: Facts, explained: set[int]) -> list[Hit]:
 
 
 def checkpoint_rules(facts: Facts) -> list[Hit]:
-    if facts.strips_prefix:
-        return []
     saves = facts.of("save")
     loads = facts.of("load")
+    if not saves or facts.strips_prefix:
+        return []
     out: list[Hit] = []
     for ld in loads:
         into_wrapper = bool(ld.data.get("wrapped"))

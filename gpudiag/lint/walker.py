@@ -63,14 +63,27 @@ def assign_counts(tree: ast.AST) -> dict[str, int]:
         if key is not None:
             counts[key] = counts.get(key, 0) + weight
 
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assign):
-            for t in node.targets:
-                add(t, 1)
-        elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.NamedExpr)):
-            add(node.target, 2 if isinstance(node, ast.AugAssign) else 1)
-        elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
-            add(node.target, 2)
+    def block(body: list[ast.stmt]) -> None:
+        # statements only: a walrus or a comprehension variable is rarely an epoch counter
+        for node in body:
+            if isinstance(node, ast.Assign):
+                for t in node.targets:
+                    add(t, 1)
+            elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+                add(node.target, 2 if isinstance(node, ast.AugAssign) else 1)
+            elif isinstance(node, (ast.For, ast.AsyncFor)):
+                add(node.target, 2)
+            for name in ("body", "orelse", "finalbody"):
+                inner = getattr(node, name, None)
+                if isinstance(inner, list):
+                    block(inner)
+            for handler in getattr(node, "handlers", ()):
+                block(handler.body)
+            for case in getattr(node, "cases", ()):
+                block(case.body)
+
+    if isinstance(tree, ast.Module):
+        block(tree.body)
     return counts
 
 
