@@ -22,7 +22,9 @@ DDP = frozenset(
         "torch.nn.DistributedDataParallel",
     }
 )
-SET_DEVICE = frozenset({"torch.cuda.set_device", "torch.cuda.device"})
+SET_DEVICE = frozenset(
+    {"torch.cuda.set_device", "torch.cuda.device", "torch.accelerator.set_device_index"}
+)
 INIT_PROCESS_GROUP = frozenset({"torch.distributed.init_process_group"})
 GET_RANK = frozenset({"torch.distributed.get_rank"})
 GET_LOCAL_RANK = frozenset({"torch.distributed.get_node_local_rank"})
