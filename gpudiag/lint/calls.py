@@ -325,7 +325,7 @@ class CallSemantics(ExprEval):
                     "module": obj.kind in ("module", "dp", "ddp"),
                 },
             )
-            return obj
+            return obj.with_tags(frozenset({"HALF"})) if meth == "half" else obj
         if meth == "add_argument":
             flags = {a.const for a in args if a.has_const and isinstance(a.const, str)}
             if "--local_rank" in flags and "--local-rank" not in flags:
@@ -418,6 +418,7 @@ class CallSemantics(ExprEval):
     ) -> Val:
         dev: Dev | None = None
         target: Val = UNKNOWN
+        halved = False
         if meth == "cpu":
             dev = ("cpu", None)
         elif meth == "cuda":
@@ -430,6 +431,7 @@ class CallSemantics(ExprEval):
         else:
             for cand in [*args, kw.get("device", UNKNOWN)]:
                 if cand.kind == "dtype":
+                    halved = halved or cand.const == "fp16"
                     if cand.const in ("fp16", "bf16"):
                         self.event(
                             "half",
@@ -455,6 +457,7 @@ class CallSemantics(ExprEval):
                     )
                 return Val(kind=obj.kind, device=("unknown", "?"), node=node, tags=obj.tags)
             dtype = kw.get("dtype")
+            halved = halved or (dtype is not None and dtype.const == "fp16")
             if dtype is not None and dtype.const in ("fp16", "bf16"):
                 self.event(
                     "half",
@@ -466,7 +469,7 @@ class CallSemantics(ExprEval):
                     },
                 )
         if dev is None:
-            return obj
+            return obj.with_tags(frozenset({"HALF"})) if halved else obj
         ordinal: int | None = None
         if dev[0] == "cuda":
             self.device_use(node, target, f".{meth}()")
