@@ -7,7 +7,17 @@ import functools
 
 from gpudiag.lint import names as N
 from gpudiag.lint.exprs import ExprEval
-from gpudiag.lint.values import UNKNOWN, Dev, Val, as_int, const, device_of, union
+from gpudiag.lint.values import (
+    UNKNOWN,
+    WEAK_TAGS,
+    Dev,
+    Val,
+    as_int,
+    const,
+    device_of,
+    union,
+    weak,
+)
 
 _POOL_METHODS = frozenset(
     {
@@ -132,7 +142,8 @@ class CallSemantics(ExprEval):
     # ------------------------------------------------------------------ entry
 
     def on_path(self, path: str, node: ast.AST) -> None:
-        if path in N.DEPRECATED_AMP:
+        # a reference is not a use; `@torch.cuda.amp.custom_fwd` (a decorator) is a call
+        if path in N.DEPRECATED_AMP and self.in_decorator:
             self.event("amp_deprecated", node, data={"path": path})
 
     def eval_call(self, node: ast.Call) -> Val:
@@ -158,7 +169,7 @@ class CallSemantics(ExprEval):
             return self.call_method(func.attr, obj, func.value, node, args, dict(kwargs))
         if isinstance(func, ast.Name):
             return self.call_name(func.id, node, args, kwargs)
-        return union([*args, *(v for _, v in kwargs)])
+        return weak([*args, *(v for _, v in kwargs)])
 
     # ------------------------------------------------------------------ plain names
 
@@ -191,7 +202,7 @@ class CallSemantics(ExprEval):
                 self.inline(init, args, kwargs, skip_self=True)
             is_module = any("Module" in ast.unparse(b) for b in cls.bases)
             return Val(kind="module" if is_module else "instance", node=node, extra=(name,))
-        return union([*args, *(v for _, v in kwargs)])
+        return weak([*args, *(v for _, v in kwargs)])
 
     # ------------------------------------------------------------------ imported paths
 
@@ -278,7 +289,7 @@ class CallSemantics(ExprEval):
         if path.startswith("torchvision.models."):
             return Val(kind="module", node=node)
         self.device_kwarg(node, kw)
-        return union([*args, *kw.values()])
+        return weak([*args, *kw.values()])
 
     # ------------------------------------------------------------------ methods
 
@@ -382,7 +393,13 @@ class CallSemantics(ExprEval):
         if meth == "start" and obj.kind == "process":
             return UNKNOWN
         self.device_kwarg(node, kw)
-        return Val(tags=obj.tags | union([*args, *kw.values()]).tags)
+        if meth == "format" and obj.has_const and isinstance(obj.const, str):
+            # "cuda:{}".format(rank): a device string that keeps the rank's origin
+            tags = union([*args, *kw.values()]).tags
+            dev = ("cuda", "?") if obj.const.startswith("cuda") and tags else None
+            return Val(tags=tags, device=dev, node=node)
+        # a method's result is not its receiver's rank: only "random"/"float16" carry on
+        return Val(tags=(obj.tags & WEAK_TAGS) | weak([*args, *kw.values()]).tags)
 
     # ------------------------------------------------------------------ helpers
 

@@ -14,6 +14,7 @@ from gpudiag.lint.values import (
     GLOBAL_RANK_VARS,
     LOCAL_RANK_VARS,
     UNKNOWN,
+    WEAK_TAGS,
     Val,
     const,
     parse_device_text,
@@ -199,7 +200,7 @@ class ExprEval:
             return inner if isinstance(inner, Val) else UNKNOWN
         if node.attr in ("local_rank", "local_process_index", "local_rank_id"):
             return Val(tags=frozenset({"LOCAL"}))
-        return Val(tags=base.tags)
+        return Val(tags=base.tags & WEAK_TAGS)
 
     def eval_subscript(self, node: ast.Subscript) -> Val:
         if self.resolve(node.value) in _ENV_PATHS:
@@ -215,7 +216,7 @@ class ExprEval:
             i = index.const
             if isinstance(i, int) and -len(base.const) <= i < len(base.const):
                 return const(base.const[i], node)
-        return Val(tags=base.tags | index.tags)
+        return Val(tags=base.tags | (index.tags & WEAK_TAGS))
 
     def eval_fstring(self, node: ast.JoinedStr) -> Val:
         parts: list[str] = []
@@ -299,6 +300,8 @@ class ExprEval:
 
     def wrapper_attr(self, obj: Val, attr: str, node: ast.AST) -> None:
         """An attribute read through a DataParallel/DDP wrapper."""
+
+    in_decorator = False
 
     def on_path(self, path: str, node: ast.AST) -> None:
         """A torch path is mentioned (a decorator, a reference)."""

@@ -21,9 +21,12 @@ DDP_IDS_TEXT = (
 
 
 def _uses_ddp(facts: Facts) -> bool:
-    if facts.of("ddp"):
-        return True
-    return any(e.data.get("backend") != "gloo" for e in facts.of("init_pg"))
+    """A DDP script whose ranks use GPUs through NCCL (gloo-only scripts are CPU jobs,
+    or tolerate ranks sharing a GPU)."""
+    inits = facts.of("init_pg")
+    if inits and all(e.data.get("backend") == "gloo" for e in inits):
+        return False
+    return bool(inits or facts.of("ddp"))
 
 
 def _per_rank_mask(facts: Facts) -> bool:
@@ -144,10 +147,8 @@ def ddp_cpu_rules(facts: Facts) -> list[Hit]:
         if module is None:
             continue
         on_cpu = module.device is None or module.device[0] == "cpu"
-        known_module = module.kind == "module" or ev.text("module_key") in facts.param_owners
-        if not (on_cpu and known_module) or module.kind in ("dp", "ddp"):
-            continue
-        if module.device is None and not (gloo or module.kind == "module"):
+        # only a model the script builds itself (its own class, torch.nn.*, torchvision)
+        if not on_cpu or module.kind != "module":
             continue
         id_list = int_list(ids)
         ids_text = str(id_list) if id_list is not None else ev.text("ids_text")

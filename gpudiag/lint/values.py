@@ -20,6 +20,10 @@ LOCAL_RANK_VARS = frozenset(
     {"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"}
 )
 RANK_TAGS = frozenset({"RANK", "LOCAL", "SPAWN"})
+#: Tags that survive an unknown function or method call, attribute or subscript: a
+#: random port stays random and a float16 model stays float16, but ``f(rank)`` or
+#: ``table[rank]`` is no longer the rank.
+WEAK_TAGS = frozenset({"RANDOM", "HALF"})
 
 #: A device: (type, index). index None = "the current device" (``"cuda"``),
 #: an int = a literal ordinal, "?" = computed at run time.
@@ -65,6 +69,12 @@ def union(vals: list[Val]) -> Val:
     cuda = [d for d in devs if d[0] == "cuda"]
     device = cuda[0] if cuda else (devs[0] if devs else None)
     return Val(tags=tags, device=device)
+
+
+def weak(vals: list[Val]) -> Val:
+    """The result of an unknown call on these values: only their weak tags."""
+    tags: frozenset[str] = frozenset().union(*(v.tags for v in vals)) if vals else _NO_TAGS
+    return Val(tags=tags & WEAK_TAGS)
 
 
 def int_list(val: Val) -> list[int] | None:

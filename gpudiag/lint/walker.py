@@ -141,6 +141,7 @@ class Walker(CallSemantics):
         if isinstance(stmt, (ast.Import, ast.ImportFrom)):
             self.do_import(stmt)
         elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            self.in_decorator = True
             for deco in stmt.decorator_list:
                 self.eval(deco)
             if isinstance(stmt, ast.ClassDef):
@@ -148,6 +149,7 @@ class Walker(CallSemantics):
                     if isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef)):
                         for deco in member.decorator_list:
                             self.eval(deco)
+            self.in_decorator = False
         elif isinstance(stmt, ast.Assign):
             val = self.eval(stmt.value)
             for target in stmt.targets:
@@ -203,7 +205,7 @@ class Walker(CallSemantics):
     def exec_for(self, stmt: ast.For | ast.AsyncFor) -> None:
         it = self.eval(stmt.iter)
         names = frozenset(n.id for n in ast.walk(stmt.target) if isinstance(n, ast.Name))
-        epoch = any("epoch" in n.lower() or n.lower() in ("ep", "e") for n in names)
+        epoch = any("epoch" in n.lower() or n.lower() == "ep" for n in names)
         if epoch and isinstance(stmt.target, ast.Name):
             self.event("epoch_loop", stmt, data={"var": stmt.target.id})
         elem = Val(tags=it.tags - {"RANDOM"}, kind="loopvar")
