@@ -201,7 +201,11 @@ class CallSemantics(ExprEval):
             if init is not None:
                 self.inline(init, args, kwargs, skip_self=True)
             is_module = any("Module" in ast.unparse(b) for b in cls.bases)
-            return Val(kind="module" if is_module else "instance", node=node, extra=(name,))
+            # a model that puts its own layers on a GPU in __init__ is not on the CPU
+            dev: Dev | None = ("unknown", "?") if init is not None and uses_cuda(init) else None
+            return Val(
+                kind="module" if is_module else "instance", node=node, extra=(name,), device=dev
+            )
         return weak([*args, *(v for _, v in kwargs)])
 
     # ------------------------------------------------------------------ imported paths

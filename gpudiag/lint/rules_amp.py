@@ -65,7 +65,7 @@ def scaler_rules(facts: Facts) -> list[Hit]:
             )
         )
     for ev in facts.of("half"):
-        if ev.data.get("dtype") != "fp16":
+        if ev.data.get("dtype") != "fp16" or not any(s.proc == ev.proc for s in scalers):
             continue
         key = ev.text("key")
         if not (ev.data.get("module") or (key and key in facts.param_owners)):

@@ -109,7 +109,8 @@ def global_rank_rules(facts: Facts) -> list[Hit]:
             continue
         if ev.val.device is not None and ev.val.node is not None:
             # one device string or torch.device(...) used in several places: report it once
-            if id(ev.val.node) in origins:
+            origin_line = getattr(ev.val.node, "lineno", None)
+            if id(ev.val.node) in origins or origin_line in lines:
                 continue
             origins.add(id(ev.val.node))
         lines.add(ev.line)
