@@ -141,6 +141,11 @@ class CallSemantics(ExprEval):
 
     # ------------------------------------------------------------------ entry
 
+    def on_import(self, path: str, node: ast.AST) -> None:
+        # `from torch.cuda.amp import autocast`: the line to change, besides each call
+        if path in N.DEPRECATED_AMP:
+            self.event("amp_deprecated", node, data={"path": path, "import": True})
+
     def on_path(self, path: str, node: ast.AST) -> None:
         # a reference is not a use; `@torch.cuda.amp.custom_fwd` (a decorator) is a call
         if path in N.DEPRECATED_AMP and self.in_decorator:
@@ -249,7 +254,19 @@ class CallSemantics(ExprEval):
             backend = _arg(node, 0, "backend")
             bval = self.eval(backend) if backend is not None else UNKNOWN
             text = bval.const if bval.has_const and isinstance(bval.const, str) else None
-            self.event("init_pg", node, data={"backend": text, "given": backend is not None})
+            init = _kw(node, "init_method")
+            env_rendezvous = init is None or (
+                isinstance(init, ast.Constant) and str(init.value).startswith("env://")
+            )
+            self.event(
+                "init_pg",
+                node,
+                data={
+                    "backend": text,
+                    "given": backend is not None,
+                    "env_rendezvous": env_rendezvous and _kw(node, "store") is None,
+                },
+            )
             return UNKNOWN
         if path in N.SPAWN:
             return self.launch(path, node, "spawn")
@@ -590,6 +607,8 @@ class CallSemantics(ExprEval):
             method = "spawn"
             if isinstance(sm, ast.Constant) and isinstance(sm.value, str):
                 method = sm.value
+        if args_node is not None and not isinstance(args_node, (ast.Tuple, ast.List)):
+            self.spawn_args(args_node, node)
         fn = None
         if isinstance(target_node, ast.Name):
             fn = self.funcs.get(target_node.id)
@@ -620,6 +639,16 @@ class CallSemantics(ExprEval):
             self.inline(fn, call_args, [])
             self.proc = saved
         return Val(kind="process", node=node)
+
+    def spawn_args(self, args_node: ast.expr, node: ast.Call) -> None:
+        """``args=(world_size)``: parentheses around one value make no tuple."""
+        val = self.peek_val(args_node)
+        if (val.has_const and isinstance(val.const, (list, tuple, str))) or val.extra:
+            return
+        line = self.facts.source_lines[args_node.lineno - 1] if self.facts.source_lines else ""
+        before = line[: args_node.col_offset].rstrip()
+        if before.endswith("("):
+            self.event("spawn_args", args_node, val, {"text": ast.unparse(args_node)})
 
     def dataloader(self, node: ast.Call, args: list[Val], kw: dict[str, Val]) -> Val:
         self.dataloader_workers(node, args, kw)

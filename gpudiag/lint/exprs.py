@@ -82,6 +82,7 @@ class ExprEval:
         for alias in stmt.names:
             full = f"{stmt.module}.{alias.name}"
             self.aliases[alias.asname or alias.name] = full
+            self.on_import(full, stmt)
         if stmt.module == "torch" or stmt.module.startswith("torch."):
             self.event("import_torch", stmt)
 
@@ -302,6 +303,9 @@ class ExprEval:
         """An attribute read through a DataParallel/DDP wrapper."""
 
     in_decorator = False
+
+    def on_import(self, path: str, node: ast.AST) -> None:
+        """A name imported with ``from … import``."""
 
     def on_path(self, path: str, node: ast.AST) -> None:
         """A torch path is mentioned (a decorator, a reference)."""

@@ -15,25 +15,33 @@ from gpudiag.lint.facts import Facts
 
 
 def deprecated_rules(facts: Facts) -> list[Hit]:
-    out: list[Hit] = []
-    seen: set[tuple[int, str]] = set()
+    """Every call (and every ``from torch.cuda.amp import …`` line) of a deprecated name."""
+    by_line: dict[int, list[tuple[str, str]]] = {}
+    cols: dict[int, int] = {}
     for ev in facts.of("amp_deprecated"):
-        path = ev.text("path")
-        shown, replacement = N.DEPRECATED_AMP[path]
-        if (ev.line, shown) in seen:
-            continue
-        seen.add((ev.line, shown))
+        shown, replacement = N.DEPRECATED_AMP[ev.text("path")]
+        names = by_line.setdefault(ev.line, [])
+        if (shown, replacement) not in names:
+            names.append((shown, replacement))
+        cols.setdefault(ev.line, ev.col)
+    out: list[Hit] = []
+    for line, names in sorted(by_line.items()):
+        shown = " and ".join(n for n, _ in names)
+        verb = "is" if len(names) == 1 else "are"
         out.append(
             hit(
-                ev.line,
-                ev.col,
+                line,
+                cols[line],
                 "LINT-AMP-DEPRECATED",
                 "warning",
-                f"{shown} is deprecated since torch 2.4 and warns on every use.",
-                f"Use {replacement}.",
-                f"FutureWarning: `{shown}(args...)` is deprecated. Please use "
-                f"`{replacement}` instead.",
-                shown,
+                f"{shown} {verb} deprecated since torch 2.4 and warn{'s' if verb == 'is' else ''} "
+                "on every use.",
+                "Use " + "; ".join(r for _, r in names) + ".",
+                " ".join(
+                    f"FutureWarning: `{n}(args...)` is deprecated. Please use `{r}` instead."
+                    for n, r in names
+                ),
+                names[0][0],
             )
         )
     return out

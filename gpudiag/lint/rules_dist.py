@@ -275,3 +275,56 @@ def local_rank_arg_rules(facts: Facts) -> list[Hit]:
         )
         for ev in facts.of("local_rank_arg")
     ]
+
+
+def spawn_rules(facts: Facts) -> list[Hit]:
+    """``mp.spawn(fn, args=(world_size))`` and ``init_process_group`` without a rendezvous.
+
+    torch/multiprocessing/spawn.py (torch 2.13) calls ``fn(i, *args)`` in each child;
+    env:// rendezvous (torch/distributed/rendezvous.py) needs MASTER_ADDR/MASTER_PORT,
+    which torchrun sets but a script that starts its own processes must set itself.
+    """
+    from gpudiag.core.ddp import env_missing_text  # imported on a hit only
+
+    out: list[Hit] = []
+    for ev in facts.of("spawn_args"):
+        text = ev.text("text")
+        out.append(
+            hit(
+                ev.line,
+                ev.col,
+                "LINT-SPAWN-ARGS-NOT-TUPLE",
+                "error",
+                f"args=({text}) is not a tuple: parentheses around one value do not make one, "
+                f"and every spawned process calls fn(i, *args) with an int.",
+                f"Add the comma: args=({text},).",
+                "torch.multiprocessing.spawn.ProcessRaisedException: TypeError: Value after * "
+                "must be an iterable, not int (Python 3.11; older Pythons: 'fn() argument "
+                "after * must be an iterable, not int')",
+                None,
+            )
+        )
+    launches = facts.of("spawn_launch", "fork_launch")
+    set_vars = {e.text("var") for e in facts.of("env_set")}
+    if launches and not {"MASTER_ADDR", "MASTER_PORT"} <= set_vars:
+        missing = "MASTER_ADDR" if "MASTER_ADDR" not in set_vars else "MASTER_PORT"
+        for ev in facts.of("init_pg"):
+            if not ev.data.get("env_rendezvous") or ev.proc == "main":
+                continue
+            out.append(
+                hit(
+                    ev.line,
+                    ev.col,
+                    "LINT-RENDEZVOUS-ENV-MISSING",
+                    "error",
+                    "init_process_group() uses the env:// rendezvous in processes this script "
+                    f"starts itself, but the script never sets {missing}: nothing sets it "
+                    "outside torchrun.",
+                    "Set os.environ['MASTER_ADDR'] = 'localhost' and "
+                    "os.environ['MASTER_PORT'] = '29500' (the same port for all ranks) before "
+                    "starting the processes, or pass init_method='tcp://host:port'.",
+                    env_missing_text(missing),
+                    missing,
+                )
+            )
+    return out

@@ -26,6 +26,7 @@ from gpudiag.lint.rules_dist import (
     local_rank_arg_rules,
     sampler_rules,
     set_device_rules,
+    spawn_rules,
 )
 from gpudiag.lint.rules_dp import (
     checkpoint_rules,
@@ -120,6 +121,7 @@ def rules(facts: Facts) -> list[Hit]:
         *checkpoint_rules(facts),
         *wrapper_attribute_rules(facts),
         *local_rank_arg_rules(facts),
+        *spawn_rules(facts),
         *deprecated_rules(facts),
         *scaler_rules(facts),
     ]
