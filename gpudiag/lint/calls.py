@@ -303,6 +303,21 @@ class CallSemantics(ExprEval):
             return UNKNOWN
         if path in N.TORCH_LOAD:
             return Val(kind="loaded", node=node)
+        if path in N.COLLECTIVES:
+            tensor_node = _arg(node, 0, "tensor")
+            tensor = self.peek_val(tensor_node)
+            if tensor_node is not None and path.endswith("all_gather") and args:
+                tensor = args[1] if len(args) > 1 else UNKNOWN
+            if tensor.kind == "tensor" and (tensor.device is None or tensor.device[0] == "cpu"):
+                self.event("cpu_collective", node, data={"what": path.rsplit(".", 1)[-1]})
+            return UNKNOWN
+        if path in N.TENSOR_FACTORIES:
+            self.device_kwarg(node, kw)
+            device = kw.get("device")
+            dev = device_of(device) if device is not None else None
+            if device is not None and dev is None:
+                dev = ("unknown", "?")
+            return Val(kind="tensor", device=dev, node=node)
         if any(path.startswith(p) for p in N.RANDOM_SOURCES):
             return Val(tags=frozenset({"RANDOM"}), node=node)
         if path.startswith("torch.nn.") and path.rsplit(".", 1)[-1][:1].isupper():

@@ -28,6 +28,7 @@ CODES: dict[str, str] = {
     "LINT-WRAPPER-ATTRIBUTE": "the model's own attribute read through the DataParallel/DDP wrapper",
     "LINT-LOCAL-RANK-ARG": "--local_rank read from argv: torchrun does not pass it",
     "LINT-SPAWN-ARGS-NOT-TUPLE": "mp.spawn(args=(x)): one value in parentheses is not a tuple",
+    "LINT-NCCL-CPU-TENSOR": "a collective on a CPU tensor in an NCCL-only process group",
     "LINT-RENDEZVOUS-ENV-MISSING": "self-started ranks use env:// without MASTER_ADDR/MASTER_PORT",
 }
 

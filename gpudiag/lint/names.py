@@ -137,3 +137,24 @@ CUDA_INIT_FUNCS = frozenset(
         "device",
     )
 )
+
+#: torch factories that make a tensor on the CPU unless given ``device=``
+TENSOR_FACTORIES = frozenset(
+    "torch." + name
+    for name in ("tensor", "zeros", "ones", "randn", "rand", "empty", "full", "arange", "randint")
+)
+#: torch.distributed collectives whose first argument is the tensor they work on
+COLLECTIVES = frozenset(
+    "torch.distributed." + name
+    for name in (
+        "all_reduce",
+        "broadcast",
+        "reduce",
+        "all_gather",
+        "all_gather_into_tensor",
+        "reduce_scatter_tensor",
+        "all_to_all_single",
+        "send",
+        "recv",
+    )
+)

@@ -328,3 +328,29 @@ def spawn_rules(facts: Facts) -> list[Hit]:
                 )
             )
     return out
+
+
+def cpu_collective_rules(facts: Facts) -> list[Hit]:
+    """A collective on a CPU tensor when the only backend is NCCL (torch 2.13: a process
+    group made with ``backend="nccl"`` has no CPU backend; with no backend given torch
+    creates gloo for CPU and NCCL for CUDA, so that case is fine)."""
+    inits = facts.of("init_pg")
+    if not inits or any(e.data.get("backend") != "nccl" for e in inits):
+        return []
+    return [
+        hit(
+            ev.line,
+            ev.col,
+            "LINT-NCCL-CPU-TENSOR",
+            "error",
+            f"dist.{ev.text('what')}() gets a tensor on the CPU, but the process group "
+            f"was made with backend='nccl' (line {inits[0].line}), which only moves CUDA "
+            "tensors.",
+            "Move the tensor to this rank's GPU first (t = t.cuda(), after "
+            "torch.cuda.set_device(local_rank)), or create the group with "
+            "backend='cpu:gloo,cuda:nccl' for CPU collectives.",
+            "RuntimeError: No backend type associated with device type cpu",
+            None,
+        )
+        for ev in facts.of("cpu_collective")
+    ]

@@ -21,6 +21,7 @@ from gpudiag.lint.codes import Hit, LintFinding, hit
 from gpudiag.lint.facts import Facts
 from gpudiag.lint.rules_amp import deprecated_rules, scaler_rules
 from gpudiag.lint.rules_dist import (
+    cpu_collective_rules,
     ddp_cpu_rules,
     global_rank_rules,
     local_rank_arg_rules,
@@ -122,6 +123,7 @@ def rules(facts: Facts) -> list[Hit]:
         *wrapper_attribute_rules(facts),
         *local_rank_arg_rules(facts),
         *spawn_rules(facts),
+        *cpu_collective_rules(facts),
         *deprecated_rules(facts),
         *scaler_rules(facts),
     ]
