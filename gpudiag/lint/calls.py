@@ -370,6 +370,7 @@ class CallSemantics(ExprEval):
                     "key": key or "",
                     "dtype": "fp16" if meth == "half" else "bf16",
                     "module": obj.kind in ("module", "dp", "ddp"),
+                    "text": ast.unparse(node),
                 },
             )
             return obj.with_tags(frozenset({"HALF"})) if meth == "half" else obj
@@ -493,6 +494,7 @@ class CallSemantics(ExprEval):
                                 "key": key or "",
                                 "dtype": str(cand.const),
                                 "module": obj.kind in ("module", "dp", "ddp"),
+                                "text": ast.unparse(node),
                             },
                         )
                     continue
@@ -519,6 +521,7 @@ class CallSemantics(ExprEval):
                         "key": key or "",
                         "dtype": str(dtype.const),
                         "module": obj.kind in ("module", "dp", "ddp"),
+                        "text": ast.unparse(node),
                     },
                 )
         if dev is None:

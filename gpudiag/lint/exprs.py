@@ -243,7 +243,7 @@ class ExprEval:
             dev = (dev[0], "?")
         val = Val(tags=tags, device=dev, node=node)
         if dev is not None and dev[0] == "cuda" and tags & {"RANK", "LOCAL", "SPAWN"}:
-            self.event("device_use", node, val, {"where": f'the device string "{text}"'})
+            self.event("device_use", node, val, {"where": f"the device string {ast.unparse(node)}"})
         return val
 
     def eval_binop(self, node: ast.BinOp) -> Val:

@@ -84,7 +84,7 @@ def scaler_rules(facts: Facts) -> list[Hit]:
                 ev.col,
                 "LINT-SCALER-FP16-PARAMS",
                 "error",
-                f"The model's parameters are made float16 here{f' ({key})' if key else ''}, "
+                f"The model's parameters are made float16 here ({ev.text('text', key)}), "
                 f"and the GradScaler made at line {scaler.line} unscales their gradients: "
                 "GradScaler needs float32 parameters (autocast, not .half(), gives the "
                 "float16 speed).",

@@ -84,13 +84,14 @@ def set_device_rules(facts: Facts) -> list[Hit]:
 
 
 def _placement_text(facts: Facts, ev: Event) -> str:
-    line = ev.line
-    if 0 < line <= len(facts.source_lines):
-        text = facts.source_lines[line - 1].strip()
-        if len(text) > 50:
-            text = text[:47] + "..."
-        return f'"{text}"'
-    return "this call"
+    return f'"{_short(ev.node)}"'
+
+
+def _short(node: object, limit: int = 50) -> str:
+    import ast
+
+    text = ast.unparse(node) if isinstance(node, ast.AST) else "this call"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _rank_source(val: Val) -> str:

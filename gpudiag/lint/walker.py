@@ -235,7 +235,16 @@ class Walker(CallSemantics):
         key = dotted_key(target)
         if key is not None and "HALF" in val.tags and isinstance(value_node, ast.Call):
             # model = Net().cuda().half(): the float16 model gets its name here
-            self.event("half", value_node, data={"key": key, "dtype": "fp16", "module": False})
+            self.event(
+                "half",
+                value_node,
+                data={
+                    "key": key,
+                    "dtype": "fp16",
+                    "module": False,
+                    "text": f"{key} = {ast.unparse(value_node)}",
+                },
+            )
         if key is not None:
             if val.kind in ("dp", "ddp") and val.node is value_node:
                 for ev in reversed(self.facts.events):
