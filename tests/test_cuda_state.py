@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -26,7 +27,7 @@ from gpudiag.api import GpuConfigError, guard
 from gpudiag.backends import cuda_state
 from gpudiag.backends.cuda_state import DriverState, driver_state, loaded_libcuda
 
-from .conftest import load_fixture
+from .conftest import fixture_path, load_fixture
 
 # What torch/CUDA report for nvidia-smi GPUs 0 and 1 of the a100x8 fixture.
 A100_0 = "9942190a-aa31-4ff1-4aa9-c388d80f85f1"
@@ -198,3 +199,42 @@ def test_real_dlopen_noload_path_on_a_compiled_fake_libcuda(tmp_path: Path) -> N
     before, loaded, has_path, after, uuids = json.loads(out.stdout)
     assert (before, loaded, has_path, after) == (False, False, True, True)
     assert uuids == ["GPU-" + A100_0, "GPU-" + A100_1]
+
+
+_GUARD_CHILD = """
+import ctypes, os, sys
+import gpudiag                                # CUDA_VISIBLE_DEVICES=0,1 at import
+from gpudiag.api import GpuConfigError, guard
+lib = ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)
+lib.cuInit(0)                                 # what torch.cuda.is_available() does
+os.environ["CUDA_VISIBLE_DEVICES"] = "1"      # too late: CUDA already read "0,1"
+try:
+    guard(snapshot=sys.argv[2], visible="1", env={})
+except GpuConfigError as exc:
+    print("CODES=" + ",".join(f.code for f in exc.report.findings))
+else:
+    print("CODES=")
+print("TORCH=" + str("torch" in sys.modules))
+"""
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
+def test_guard_end_to_end_on_a_compiled_fake_libcuda(tmp_path: Path) -> None:
+    src = tmp_path / "fake.c"
+    src.write_text(_FAKE_C)
+    lib = tmp_path / "libcuda.so.1"
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True, timeout=60)
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    env["CUDA_VISIBLE_DEVICES"] = "0,1"
+    out = subprocess.run(
+        [sys.executable, "-c", _GUARD_CHILD, str(lib), str(fixture_path("a100x8"))],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        env=env,
+    )
+    lines = dict(line.split("=", 1) for line in out.stdout.splitlines() if "=" in line)
+    codes = lines["CODES"].split(",")
+    assert "VIS-CVD-CHANGED" in codes and "API-CUDA-ALREADY-INITIALISED" in codes
+    assert lines["TORCH"] == "False"
