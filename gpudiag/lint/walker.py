@@ -87,11 +87,6 @@ def assign_counts(tree: ast.AST) -> dict[str, int]:
     return counts
 
 
-def strips_prefix(tree: ast.AST) -> bool:
-    """Whether the script strips (or adds) the ``module.`` prefix anywhere."""
-    return any(_strips_prefix(node) for node in ast.walk(tree))
-
-
 def dotted_key(node: ast.AST) -> str | None:
     """``model``, ``self.model``, ``args.local_rank``; None for anything else."""
     if isinstance(node, ast.Name):
@@ -314,21 +309,3 @@ class Walker(CallSemantics):
         if len(results) == 1:
             return results[0]
         return union(results) if results else UNKNOWN
-
-
-def _strips_prefix(node: ast.AST) -> bool:
-    """Whether this node strips (or adds) the ``module.`` prefix.
-
-    ``k.removeprefix("module.")``, ``k.replace("module.", "")``, ``k[7:]``,
-    ``consume_prefix_in_state_dict_if_present(sd, "module.")``: any of them means
-    the author handles the prefix, so the checkpoint rules stay quiet.
-    """
-    if isinstance(node, ast.Constant):
-        return isinstance(node.value, str) and node.value.strip() in ("module.", "module")
-    if isinstance(node, ast.Slice):
-        return isinstance(node.lower, ast.Constant) and node.lower.value == len("module.")
-    if isinstance(node, ast.Name):
-        return node.id == "consume_prefix_in_state_dict_if_present"
-    if isinstance(node, ast.Attribute):
-        return node.attr == "consume_prefix_in_state_dict_if_present"
-    return False
