@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpudiag.lint.codes import CODES, LintFinding
-from gpudiag.lint.report import LintReport
-from gpudiag.model import Snapshot
+
+if TYPE_CHECKING:
+    from gpudiag.lint.report import LintReport
+    from gpudiag.model import Snapshot
 
 __all__ = ["CODES", "LintFinding", "LintReport", "lint_paths", "lint_source"]
 
@@ -37,6 +40,7 @@ def lint_paths(
     Raises:
         GpudiagInputError: a path that does not exist or cannot be read.
     """
+    from gpudiag.lint.report import LintReport
     from gpudiag.lint.source import collect_paths, lint_file, place
 
     files = collect_paths(paths)
@@ -65,3 +69,12 @@ def lint_file_path(path: str | Path) -> list[LintFinding]:
     from gpudiag.lint.source import lint_file
 
     return lint_file(Path(path))[0]
+
+
+def __getattr__(name: str) -> object:
+    # PEP 562: LintReport loads with its module, which `gpudiag lint` needs only at the end
+    if name == "LintReport":
+        from gpudiag.lint.report import LintReport
+
+        return LintReport
+    raise AttributeError(f"module 'gpudiag.lint' has no attribute {name!r}")

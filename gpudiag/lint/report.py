@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import textwrap
 import unicodedata
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -86,6 +84,8 @@ def _wrap(head: str, text: str, indent: str) -> list[str]:
     # The head (``path:line:col: CODE [severity] ``) is never split, so editors and CI
     # annotations find the location and code on the first line, whatever the path's length;
     # the first line holds at least one word, the rest wraps at WIDTH.
+    import textwrap  # only when findings are printed: start-up time
+
     words = text.split()
     first = head + (words.pop(0) if words else "")
     while words and len(first) + 1 + len(words[0]) <= WIDTH:
@@ -137,4 +137,6 @@ def render_lint(report: LintReport, *, strict: bool = False) -> str:
 
 
 def lint_json(report: LintReport) -> str:
+    import json
+
     return json.dumps(report.to_json(), indent=2)
