@@ -11,11 +11,13 @@ do), repeated until it has 2,000 lines, plus a ``main()`` that calls them all.
 
     python bench/bench_lint.py           # 9 runs
     python bench/bench_lint.py -n 21 --enforce
+    python bench/bench_lint.py --no-bytecode   # as with PYTHONDONTWRITEBYTECODE=1
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import subprocess
@@ -70,6 +72,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", type=int, default=9, help="runs (default 9)")
     parser.add_argument("--enforce", action="store_true", help="exit 1 above the target")
+    parser.add_argument(
+        "--no-bytecode",
+        action="store_true",
+        help="time with PYTHONDONTWRITEBYTECODE=1 (every module recompiled on every run)",
+    )
     args = parser.parse_args()
 
     from gpudiag.lint import lint_paths
@@ -79,10 +86,28 @@ def main() -> int:
         path.write_text(big_script())
         n_lines = len(path.read_text().splitlines())
         cmd = [*_gpudiag(), "lint", str(path)]
+        # As installed by pip: modules load from cached bytecode. With
+        # PYTHONDONTWRITEBYTECODE=1 (set on some dev machines) every run would
+        # recompile every module, which measures the environment, not gpudiag.
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        cached = not args.no_bytecode
+        run_env = env if cached else dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+        if cached:
+            subprocess.run(cmd, capture_output=True, timeout=60, check=False, env=env)
+        # interleaved with two baselines, so a machine whose load drifts affects all alike
+        baselines = {
+            "python -c pass": [sys.executable, "-c", "pass"],
+            "gpudiag --help": [*_gpudiag(), "--help"],
+        }
+        base_walls: dict[str, list[float]] = {name: [] for name in baselines}
         walls: list[float] = []
         for _ in range(args.n):
+            for name, base in baselines.items():
+                start = time.perf_counter()
+                subprocess.run(base, capture_output=True, timeout=60, check=False, env=run_env)
+                base_walls[name].append(time.perf_counter() - start)
             start = time.perf_counter()
-            subprocess.run(cmd, capture_output=True, timeout=60, check=False)
+            subprocess.run(cmd, capture_output=True, timeout=60, check=False, env=run_env)
             walls.append(time.perf_counter() - start)
         inproc: list[float] = []
         findings = 0
@@ -93,6 +118,11 @@ def main() -> int:
     wall = statistics.median(walls)
     lint_only = statistics.median(inproc)
     print(f"script: {n_lines} lines, {findings} findings")
+    print(
+        "bytecode: " + ("cached (as installed)" if not args.no_bytecode else "recompiled each run")
+    )
+    for name, times in base_walls.items():
+        print(f"{name} (baseline): median {statistics.median(times):.3f} s")
     print(f"gpudiag lint (whole process): median {wall:.3f} s over {args.n} runs")
     print(f"lint in process (no start-up): median {lint_only:.3f} s")
     verdict = "OK" if wall < TARGET_S else "OVER"
