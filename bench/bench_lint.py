@@ -11,7 +11,6 @@ do), repeated until it has 2,000 lines, plus a ``main()`` that calls them all.
 
     python bench/bench_lint.py           # 9 runs
     python bench/bench_lint.py -n 21 --enforce
-    python bench/bench_lint.py --no-bytecode   # as with PYTHONDONTWRITEBYTECODE=1
 """
 
 from __future__ import annotations
@@ -72,11 +71,6 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", type=int, default=9, help="runs (default 9)")
     parser.add_argument("--enforce", action="store_true", help="exit 1 above the target")
-    parser.add_argument(
-        "--no-bytecode",
-        action="store_true",
-        help="time with PYTHONDONTWRITEBYTECODE=1 (every module recompiled on every run)",
-    )
     args = parser.parse_args()
 
     from gpudiag.lint import lint_paths
@@ -90,10 +84,8 @@ def main() -> int:
         # PYTHONDONTWRITEBYTECODE=1 (set on some dev machines) every run would
         # recompile every module, which measures the environment, not gpudiag.
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-        cached = not args.no_bytecode
-        run_env = env if cached else dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
-        if cached:
-            subprocess.run(cmd, capture_output=True, timeout=60, check=False, env=env)
+        run_env = env
+        subprocess.run(cmd, capture_output=True, timeout=60, check=False, env=env)  # warm-up
         # interleaved with two baselines, so a machine whose load drifts affects all alike
         baselines = {
             "python -c pass": [sys.executable, "-c", "pass"],
