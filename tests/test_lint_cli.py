@@ -270,3 +270,24 @@ def test_lint_imports_neither_torch_nor_pynvml(args: list[str]) -> None:
         [sys.executable, "-c", _NO_HEAVY, *argv], capture_output=True, text=True, timeout=60
     )
     assert proc.stdout.strip().splitlines()[-1] == "HEAVY=", proc.stdout + proc.stderr
+
+
+def test_a_2000_line_script_is_linted_without_blowing_up() -> None:
+    # Guards against quadratic walks; the real figure is bench/bench_lint.py's.
+    import time
+
+    blocks = [
+        p.read_text() for p in sorted(CASES.glob("pos_*.py.txt")) if "broken(" not in p.read_text()
+    ]
+    lines: list[str] = ["import torch"]
+    i = 0
+    while len(lines) < 2000:
+        lines.append(f"def block_{i}():")
+        lines += ["    " + line for line in blocks[i % len(blocks)].splitlines()]
+        i += 1
+    lines += ["def main():", *[f"    block_{k}()" for k in range(i)]]
+    text = "\n".join(lines) + "\n"
+    start = time.perf_counter()
+    findings = lint_source(text)
+    assert time.perf_counter() - start < 2.0
+    assert findings
