@@ -7,7 +7,7 @@ import os
 import click
 
 from gpudiag.cli.exitcodes import FAILED, OK
-from gpudiag.cli.options import json_option, snapshot_option
+from gpudiag.cli.options import json_option
 
 _EPILOG = """\b
 Examples:
@@ -40,7 +40,14 @@ parse is an error), or warnings with --strict; 2 bad input (a missing path)."""
     help="Also run `check` on this machine (or --snapshot) with the values the script "
     "hard-codes, and report its findings at the script's lines.",
 )
-@snapshot_option
+@click.option(
+    "--snapshot",
+    "snapshot_path",
+    metavar="FILE",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="With --check: use the machine in FILE (from `gpudiag snapshot`) instead of this one.",
+)
 @click.option("--strict", is_flag=True, default=False, help="Exit 1 on warnings too.")
 @click.option(
     "--explain", metavar="CODE", default=None, help="Print what a finding code means, and exit."
