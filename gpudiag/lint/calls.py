@@ -616,7 +616,8 @@ class CallSemantics(ExprEval):
             data={
                 "what": path,
                 "method": method,
-                "target_uses_cuda": None if fn is None else uses_cuda(fn),
+                "target_uses_cuda": (None if fn is None else uses_cuda(fn))
+                or self.passes_cuda(args_node),
                 "target": fn.name if fn is not None else "",
             },
         )
@@ -634,6 +635,16 @@ class CallSemantics(ExprEval):
             self.inline(fn, call_args, [])
             self.proc = saved
         return Val(kind="process", node=node)
+
+    def passes_cuda(self, args_node: ast.expr | None) -> bool | None:
+        """Whether a launcher's ``args=(...)`` hands the child something already on a GPU."""
+        if not isinstance(args_node, (ast.Tuple, ast.List)):
+            return None
+        for elt in args_node.elts:
+            dev = self.peek_val(elt).device
+            if dev is not None and dev[0] == "cuda":
+                return True
+        return None
 
     def spawn_args(self, args_node: ast.expr, node: ast.Call) -> None:
         """``args=(world_size)``: parentheses around one value make no tuple."""
