@@ -5,7 +5,14 @@ from __future__ import annotations
 import ast
 
 from gpudiag.lint import names as N
-from gpudiag.lint.semantics import Semantics, argument, dotted_name, keyword, uses_cuda
+from gpudiag.lint.semantics import (
+    Semantics,
+    argument,
+    assigned_in,
+    dotted_name,
+    keyword,
+    uses_cuda,
+)
 from gpudiag.lint.values import (
     UNKNOWN,
     WEAK_TAGS,
@@ -313,6 +320,7 @@ class CallSemantics(Semantics):
                     "literal": isinstance(arg_node, ast.Constant),
                     "name": arg_node.id if isinstance(arg_node, ast.Name) else "",
                     "in_loop": bool(self.loops),
+                    "loop_constant": self.loop_constant(arg_node),
                 },
             )
             return UNKNOWN
@@ -337,3 +345,22 @@ class CallSemantics(Semantics):
         return Val(tags=(obj.tags & WEAK_TAGS) | weak([*args, *kw.values()]).tags)
 
     # ------------------------------------------------------------------ helpers
+
+    def loop_constant(self, arg: ast.expr | None) -> bool:
+        """Whether ``arg`` takes the same value in every iteration of the enclosing loops:
+        no call in it, and none of its names is a loop variable or assigned in a loop."""
+        if arg is None or not self.loops:
+            return False
+        names: set[str] = set()
+        for node in ast.walk(arg):
+            if isinstance(node, ast.Call):
+                return False
+            key = dotted_name(node)
+            if key is not None:
+                names.add(key)
+        if not names:
+            return False
+        varying: set[str] = set()
+        for loop_vars, _, loop in self.loops:  # every enclosing loop, outer ones too
+            varying |= set(loop_vars) | assigned_in(loop)
+        return not any(n == v or n.startswith(v + ".") for n in names for v in varying)

@@ -243,7 +243,7 @@ def sampler_rules(facts: Facts) -> list[Hit]:
 
 
 def _constant_epoch(facts: Facts, ev: Event) -> bool:
-    if ev.data.get("literal"):
+    if ev.data.get("literal") or ev.data.get("loop_constant"):
         return True
     name = ev.text("name")
     if not name or ev.val is None or not ev.val.has_const:

@@ -65,6 +65,27 @@ def uses_cuda(fn: ast.AST) -> bool:
     return False
 
 
+_TARGETED = (ast.AugAssign, ast.AnnAssign, ast.NamedExpr, ast.For, ast.AsyncFor, ast.comprehension)
+
+
+@functools.lru_cache(maxsize=256)
+def assigned_in(loop: ast.AST) -> frozenset[str]:
+    """The dotted names a loop's body assigns (``epoch``, ``self.epoch``, ``e`` of ``e += 1``)."""
+    out: set[str] = set()
+    for node in ast.walk(loop):
+        targets: list[ast.AST] = []
+        if isinstance(node, ast.Assign):
+            targets = list(node.targets)
+        elif isinstance(node, _TARGETED):
+            targets = [node.target]
+        for target in targets:
+            for sub in ast.walk(target):
+                key = dotted_name(sub)
+                if key is not None:
+                    out.add(key)
+    return frozenset(out)
+
+
 @functools.lru_cache(maxsize=256)
 def class_members(cls: ast.ClassDef) -> frozenset[str]:
     """Methods and ``self.X`` attributes a class defines."""
