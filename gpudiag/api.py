@@ -158,6 +158,24 @@ def _torch_state() -> tuple[bool, list[str] | None]:
     return True, uuids
 
 
+def _driver_state(initialised: bool, uuids: list[str] | None) -> tuple[bool, list[str] | None]:
+    """Add what the in-process CUDA driver knows to torch's answer.
+
+    ``torch.cuda.is_initialized()`` stays False after ``is_available()`` or a
+    library's ``torch._C._cuda_getDeviceCount()``, which already ran cuInit;
+    :func:`gpudiag.backends.cuda_state.driver_state` asks libcuda without
+    initialising it.
+    """
+    from gpudiag.backends import cuda_state
+
+    state = cuda_state.driver_state()
+    if not state.initialised:
+        return initialised, uuids
+    if uuids is None and state.uuids is not None:
+        uuids = list(state.uuids)
+    return True, uuids
+
+
 def guard(
     *,
     visible: str | _FromSnapshot | None = FROM_SNAPSHOT,
@@ -204,6 +222,8 @@ def guard(
         GpuConfigError: errors found (or warnings, under ``strict``).
     """
     initialised, torch_uuids = _torch_state()
+    if not initialised or torch_uuids is None:
+        initialised, torch_uuids = _driver_state(initialised, torch_uuids)
     report = check(
         snapshot=snapshot,
         visible=visible,

@@ -14,14 +14,14 @@ import gpudiag.core
 ROOT = Path(__file__).resolve().parent.parent
 FINDINGS_DOC = ROOT / "docs" / "findings.md"
 CODE_RE = re.compile(
-    r'"((?:SRC|INV|VIS|DP|DDP|HEALTH|HOST|ENV|CHECK|API)-[A-Z0-9]+(?:-[A-Z0-9]+)*)"'
+    r'"((?:SRC|INV|VIS|DP|DDP|HEALTH|HOST|ENV|CHECK|API|LINT)-[A-Z0-9]+(?:-[A-Z0-9]+)*)"'
 )
 
 
 def _core_modules() -> list[object]:
     """Every module that declares finding codes: the pure core, and the Python API."""
     names = [f"gpudiag.core.{info.name}" for info in pkgutil.iter_modules(gpudiag.core.__path__)]
-    mods = [importlib.import_module(name) for name in [*names, "gpudiag.api"]]
+    mods = [importlib.import_module(name) for name in [*names, "gpudiag.api", "gpudiag.lint.codes"]]
     return [mod for mod in mods if hasattr(mod, "CODES")]
 
 

@@ -84,6 +84,7 @@ def _register() -> None:
     # none of these modules imports torch or pynvml at import time.
     from gpudiag.cli.check_cmd import check
     from gpudiag.cli.explain_cmd import explain
+    from gpudiag.cli.lint_cmd import lint
     from gpudiag.cli.list_cmd import list_cmd
     from gpudiag.cli.probe_cmd import probe
     from gpudiag.cli.snapshot_cmd import snapshot
@@ -93,6 +94,7 @@ def _register() -> None:
     main.add_command(check)
     main.add_command(probe)
     main.add_command(explain)
+    main.add_command(lint)
 
 
 _register()

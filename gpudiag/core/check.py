@@ -283,7 +283,8 @@ def run_check(
                 module_device=None,
                 batch_size=None,
             )
-            if f.code.startswith("DP-SET-DEVICE-")
+            # With no GPU visible, set_device itself is where the script fails first.
+            if f.code.startswith("DP-SET-DEVICE-") or f.code == "DP-NO-VISIBLE-GPU"
         ]
     if run_ddp:
         checks.append("ddp")

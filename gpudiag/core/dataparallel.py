@@ -391,8 +391,12 @@ def validate_dataparallel(
                     "error",
                     f"No GPU is visible ({where}; {len(snapshot.gpus)} GPU(s) on the machine), "
                     "but the job asks for one"
-                    + (f" (device_ids={ids_text(device_ids)})" if device_ids is not None else "")
-                    + ". DataParallel would ignore device_ids and run on the CPU.",
+                    + (
+                        f" (device_ids={ids_text(device_ids)}). DataParallel would ignore "
+                        "device_ids and run on the CPU."
+                        if device_ids is not None
+                        else "."
+                    ),
                     "Make GPUs visible (unset CUDA_VISIBLE_DEVICES or list the GPUs to use; "
                     "check the job's GPU request), or run on the CPU on purpose.",
                     no_gpu_text(snapshot, resolution.cuinit_error) if cuda_call else None,

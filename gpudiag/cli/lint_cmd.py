@@ -1,0 +1,101 @@
+"""``gpudiag lint``: read training scripts for GPU/DDP/AMP pitfalls (docs/lint.md)."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from gpudiag.cli.exitcodes import FAILED, OK
+from gpudiag.cli.options import json_option
+
+_EPILOG = """\b
+Examples:
+  gpudiag lint train.py                   # path:line:col: CODE [severity] message
+  gpudiag lint src/ scripts/train.py      # folders: every .py below them
+  gpudiag lint train.py --strict          # exit 1 on warnings too (CI)
+  gpudiag lint train.py --json            # one JSON document, like check --json
+  gpudiag lint train.py --check           # also feed the script's literals (device_ids,
+                                          #   CUDA_VISIBLE_DEVICES, set_device, backend,
+                                          #   autocast dtype) to `check` on this machine
+  gpudiag lint train.py --check --snapshot node.json
+
+\b
+The script is parsed, never imported or run. Silence one finding with a
+comment on its line:  model.cuda()  # gpudiag: ignore[LINT-DDP-NO-SET-DEVICE]
+Rules and examples: docs/lint.md; `gpudiag lint --explain CODE` prints one.
+
+\b
+Exit codes: 0 no errors (warnings allowed); 1 errors (a file that does not
+parse is an error), or warnings with --strict; 2 bad input (a missing path)."""
+
+
+@click.command("lint", epilog=_EPILOG, short_help="Find GPU/DDP/AMP pitfalls in training scripts.")
+@click.argument("paths", nargs=-1, metavar="PATH...")
+@click.option(
+    "--check",
+    "against",
+    is_flag=True,
+    default=False,
+    help="Also run `check` on this machine (or --snapshot) with the values the script "
+    "hard-codes, and report its findings at the script's lines.",
+)
+@click.option(
+    "--snapshot",
+    "snapshot_path",
+    metavar="FILE",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="With --check: use the machine in FILE (from `gpudiag snapshot`) instead of this one.",
+)
+@click.option("--strict", is_flag=True, default=False, help="Exit 1 on warnings too.")
+@click.option(
+    "--explain", metavar="CODE", default=None, help="Print what a finding code means, and exit."
+)
+@json_option
+def lint(
+    paths: tuple[str, ...],
+    against: bool,
+    snapshot_path: str | None,
+    strict: bool,
+    explain: str | None,
+    as_json: bool,
+) -> None:
+    """Find GPU, DataParallel, DDP and AMP pitfalls in training scripts before they run.
+
+    Each finding names the file, line and column, the error text torch will give
+    (or the silent symptom), and a fix. Scripts are read with Python's ast
+    module: nothing is imported or run, and neither torch nor pynvml is loaded.
+    """
+    from gpudiag.errors import GpudiagInputError
+    from gpudiag.lint.codes import CODES
+
+    if explain is not None:
+        code = explain.strip().upper()
+        if code not in CODES:
+            raise GpudiagInputError(f"unknown lint code {explain!r}; see docs/lint.md")
+        click.echo(f"{code}: {CODES[code]}. Details and examples: docs/lint.md#{code.lower()}")
+        return
+    if not paths:
+        raise GpudiagInputError("give at least one script or folder to lint")
+    if snapshot_path is not None and not against:
+        raise GpudiagInputError("--snapshot needs --check (lint alone does not read a machine)")
+    from gpudiag.lint import lint_paths
+    from gpudiag.lint.report import lint_json, render_lint
+    from gpudiag.lint.source import collect_paths
+
+    collect_paths(paths)  # a missing path is bad input: exit 2 before any work
+    snapshot = None
+    driver = None
+    if against:
+        from gpudiag.machine import live_driver_asker, load_machine
+
+        snapshot = load_machine(snapshot_path)
+        driver = None if snapshot_path is not None else live_driver_asker(snapshot)
+    report = lint_paths(paths, snapshot=snapshot, env=dict(os.environ), driver=driver)
+    if as_json:
+        click.echo(lint_json(report))
+    else:
+        click.echo(render_lint(report, strict=strict))
+    status = report.exit_code(strict=strict)
+    click.get_current_context().exit(FAILED if status else OK)

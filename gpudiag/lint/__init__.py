@@ -1,0 +1,80 @@
+"""``gpudiag lint``: find GPU, DataParallel, DDP and AMP pitfalls in training scripts.
+
+Pure: a script is read with :mod:`ast`, never imported or run, and nothing here
+imports torch or pynvml. Rules are documented in ``docs/lint.md``; their codes
+in :data:`gpudiag.lint.codes.CODES` and ``docs/findings.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gpudiag.lint.codes import CODES, LintFinding
+
+if TYPE_CHECKING:
+    from gpudiag.lint.report import LintReport
+    from gpudiag.model import Snapshot
+
+__all__ = ["CODES", "LintFinding", "LintReport", "lint_paths", "lint_source"]
+
+
+def lint_source(text: str, path: str = "<string>") -> list[LintFinding]:
+    """Lint Python source text (suppression comments applied)."""
+    from gpudiag.lint.source import lint_text
+
+    return lint_text(text, path)[0]
+
+
+def lint_paths(
+    paths: Iterable[str],
+    *,
+    snapshot: Snapshot | None = None,
+    env: Mapping[str, str] | None = None,
+    driver: object = None,
+) -> LintReport:
+    """Lint files and folders; with ``snapshot``, also run ``check`` with each
+    script's hard-coded values (``gpudiag lint --check``).
+
+    Raises:
+        GpudiagInputError: a path that does not exist or cannot be read.
+    """
+    from gpudiag.lint.report import LintReport
+    from gpudiag.lint.source import collect_paths, lint_file, place
+
+    files = collect_paths(paths)
+    findings: list[LintFinding] = []
+    check_report = None
+    for file in files:
+        found, facts, text = lint_file(file)
+        if snapshot is not None and facts is not None:
+            from gpudiag.lint.against import check_script, merge
+            from gpudiag.lint.source import rules
+
+            check_hits, report = check_script(
+                facts,
+                snapshot,
+                env=env or {},
+                driver=driver,  # type: ignore[arg-type]
+            )
+            check_report = check_report or report
+            found = place(str(file), merge(rules(facts), check_hits), text)
+        findings.extend(found)
+    return LintReport(tuple(str(f) for f in files), tuple(findings), check_report)
+
+
+def lint_file_path(path: str | Path) -> list[LintFinding]:
+    """Lint one file."""
+    from gpudiag.lint.source import lint_file
+
+    return lint_file(Path(path))[0]
+
+
+def __getattr__(name: str) -> object:
+    # PEP 562: LintReport loads with its module, which `gpudiag lint` needs only at the end
+    if name == "LintReport":
+        from gpudiag.lint.report import LintReport
+
+        return LintReport
+    raise AttributeError(f"module 'gpudiag.lint' has no attribute {name!r}")

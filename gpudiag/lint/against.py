@@ -1,0 +1,150 @@
+"""``gpudiag lint --check``: feed the script's hard-coded values to ``check``'s validators.
+
+The values a script writes as literals (``CUDA_VISIBLE_DEVICES``, ``device_ids``,
+``output_device``, ``set_device(N)``, where the model is moved, the DDP backend,
+the autocast dtype) are passed to :func:`gpudiag.core.check.run_check`, unchanged
+and through its public keywords; each finding it returns is placed at the line
+of the script that supplied the value. Findings about the machine alone (health,
+inventory) are left to ``gpudiag check``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from gpudiag.core.check import FROM_SNAPSHOT, Report, run_check
+from gpudiag.core.visibility import DriverAsker
+from gpudiag.lint.codes import Hit
+from gpudiag.lint.facts import Event, Facts
+from gpudiag.lint.rules_dp import script_mask
+from gpudiag.lint.values import Val, as_int, int_list
+from gpudiag.model import Snapshot
+
+
+@dataclass
+class ScriptValues:
+    """The literals found, each with the event that wrote it."""
+
+    visible: tuple[str, Event] | None = None
+    device_ids: tuple[list[int], Event] | None = None
+    dataparallel: Event | None = None
+    output_device: tuple[int, Event] | None = None
+    set_device: tuple[int, Event] | None = None
+    module_device: tuple[str, Event] | None = None
+    backend: tuple[str, Event] | None = None
+    ddp: Event | None = None
+    amp: tuple[str, Event] | None = None
+    given: list[str] = field(default_factory=list)
+
+
+def script_values(facts: Facts) -> ScriptValues:
+    """What a script hard-codes that ``check`` understands."""
+    out = ScriptValues()
+    dp = facts.first("dp")
+    anchor = dp or facts.first("set_device") or facts.first("init_pg")
+    if anchor is not None:
+        mask = script_mask(facts, anchor)
+        if mask is not None:
+            out.visible = (",".join(mask[1]), mask[0])
+    elif facts.of("env_set"):
+        last = facts.events[-1]
+        mask = script_mask(facts, last)
+        if mask is not None:
+            out.visible = (",".join(mask[1]), mask[0])
+    for ev in facts.of("set_device"):
+        k = as_int(ev.val) if ev.val is not None else None
+        if k is not None and ev.proc == (dp.proc if dp else ev.proc):
+            out.set_device = (k, ev)
+            break
+    if dp is not None:
+        out.dataparallel = dp
+        ids_val = dp.data.get("ids")
+        ids = int_list(ids_val) if isinstance(ids_val, Val) else None
+        if ids is not None:
+            out.device_ids = (ids, dp)
+        out_val = dp.data.get("out")
+        k = as_int(out_val) if isinstance(out_val, Val) else None
+        if k is not None:
+            out.output_device = (k, dp)
+        module = dp.val
+        if module is not None and module.device is not None:
+            kind, index = module.device
+            if kind == "cpu":
+                out.module_device = ("cpu", dp)
+            elif kind == "cuda" and index is None:
+                out.module_device = ("cuda", dp)
+            elif kind == "cuda" and isinstance(index, int):
+                out.module_device = (f"cuda:{index}", dp)
+    init = facts.first("init_pg")
+    if init is not None:
+        backend = init.data.get("backend")
+        if backend in ("nccl", "gloo"):
+            out.backend = (str(backend), init)
+    out.ddp = facts.first("ddp")
+    for ev in facts.of("autocast"):
+        dtype = ev.data.get("dtype")
+        if ev.data.get("device_type") == "cuda" and dtype in ("bf16", "fp16"):
+            out.amp = (str(dtype), ev)
+            break
+    return out
+
+
+def _line_for(code: str, values: ScriptValues) -> Event | None:
+    if code.startswith("DP-SET-DEVICE-") and values.set_device is not None:
+        return values.set_device[1]
+    if code.startswith("DP-"):
+        if values.dataparallel is not None:
+            return values.dataparallel
+        return values.set_device[1] if values.set_device is not None else None
+    if code.startswith("DDP-"):
+        if values.backend is not None:
+            return values.backend[1]
+        return values.ddp
+    if code.startswith("HEALTH-AMP-") and values.amp is not None:
+        return values.amp[1]
+    if code.startswith("VIS-") and values.visible is not None:
+        return values.visible[1]
+    return None
+
+
+def check_script(
+    facts: Facts,
+    snapshot: Snapshot,
+    *,
+    env: Mapping[str, str],
+    driver: DriverAsker | None = None,
+) -> tuple[list[Hit], Report]:
+    """Run ``check`` with the script's values; its findings placed at the script's lines."""
+    v = script_values(facts)
+    report = run_check(
+        snapshot,
+        visible=v.visible[0] if v.visible is not None else FROM_SNAPSHOT,
+        device_ids=v.device_ids[0] if v.device_ids is not None else None,
+        dataparallel=v.dataparallel is not None,
+        output_device=v.output_device[0] if v.output_device is not None else None,
+        set_device=v.set_device[0] if v.set_device is not None else None,
+        module_device=v.module_device[0] if v.module_device is not None else None,
+        backend=v.backend[0] if v.backend is not None else None,
+        amp=v.amp[0] if v.amp is not None else None,
+        env=env,
+        driver=driver,
+    )
+    hits: list[Hit] = []
+    for finding in report.findings:
+        ev = _line_for(finding.code, v)
+        if ev is not None:
+            hits.append(Hit(ev.line, ev.col, finding))
+    return hits, report
+
+
+def merge(lint_hits: list[Hit], check_hits: list[Hit]) -> list[Hit]:
+    """Both lists; a lint finding that predicts what a check finding on the same
+    line predicts is dropped (the validator's names the physical GPUs)."""
+    covered = {(h.line, (h.finding.predicts or "")[:24]) for h in check_hits if h.finding.predicts}
+    kept = [
+        h
+        for h in lint_hits
+        if not h.finding.predicts or (h.line, h.finding.predicts[:24]) not in covered
+    ]
+    return kept + check_hits

@@ -1,0 +1,344 @@
+"""Expression evaluation for the walker: imports, names, environment reads and writes.
+
+:class:`ExprEval` turns an expression into a :class:`~gpudiag.lint.values.Val`
+and records the events expressions cause; call semantics live in
+:mod:`gpudiag.lint.calls`.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from gpudiag.lint.facts import Event, Facts
+from gpudiag.lint.values import (
+    GLOBAL_RANK_VARS,
+    LOCAL_RANK_VARS,
+    UNKNOWN,
+    WEAK_TAGS,
+    Val,
+    const,
+    parse_device_text,
+    union,
+)
+
+_ENV_PATHS = frozenset({"os.environ"})
+_GETENV = frozenset({"os.getenv", "os.environ.get"})
+
+
+def env_tags(var: str) -> frozenset[str]:
+    """Tags of a value read from environment variable ``var``."""
+    tags = {f"env:{var}"}
+    if var in GLOBAL_RANK_VARS:
+        tags.add("RANK")
+    if var in LOCAL_RANK_VARS:
+        tags.add("LOCAL")
+    return frozenset(tags)
+
+
+class ExprEval:
+    """State shared by the walker and expression evaluation."""
+
+    facts: Facts
+    funcs: dict[str, ast.FunctionDef | ast.AsyncFunctionDef]
+
+    def __init__(self) -> None:
+        self.aliases: dict[str, str] = {}
+        self.names: dict[str, Val] = {}
+        self.proc = "main"
+        self.seq = 0
+        #: (loop variable names, is an epoch loop, the loop node)
+        self.loops: list[tuple[frozenset[str], bool, ast.AST]] = []
+        self.cache: dict[ast.AST, Val] = {}
+
+    # ------------------------------------------------------------------ events
+
+    def event(
+        self,
+        kind: str,
+        node: ast.AST,
+        val: Val | None = None,
+        data: dict[str, object] | None = None,
+    ) -> Event:
+        self.seq += 1
+        ev = Event(self.seq, kind, node, self.proc, val, data or {})
+        self.facts.add(ev)
+        return ev
+
+    # ------------------------------------------------------------------ imports
+
+    def do_import(self, stmt: ast.Import | ast.ImportFrom) -> None:
+        if isinstance(stmt, ast.Import):
+            for alias in stmt.names:
+                if alias.asname:
+                    self.aliases[alias.asname] = alias.name
+                else:
+                    root = alias.name.split(".")[0]
+                    self.aliases[root] = root
+                if alias.name == "torch" or alias.name.startswith("torch."):
+                    self.event("import_torch", stmt)
+            return
+        if stmt.level or stmt.module is None:
+            return
+        for alias in stmt.names:
+            full = f"{stmt.module}.{alias.name}"
+            self.aliases[alias.asname or alias.name] = full
+            self.on_import(full, stmt)
+        if stmt.module == "torch" or stmt.module.startswith("torch."):
+            self.event("import_torch", stmt)
+
+    def resolve(self, node: ast.AST) -> str | None:
+        """The imported dotted path an expression names, or None."""
+        if isinstance(node, ast.Name):
+            if node.id in self.names:
+                return None
+            return self.aliases.get(node.id)
+        if isinstance(node, ast.Attribute):
+            base = self.resolve(node.value)
+            return None if base is None else f"{base}.{node.attr}"
+        if isinstance(node, ast.Call):
+            # mp.get_context("spawn").Process → keep the context's module path
+            return None
+        return None
+
+    # ------------------------------------------------------------------ evaluation
+
+    def eval(self, node: ast.expr | None) -> Val:
+        if node is None:
+            return UNKNOWN
+        val = self._eval(node)
+        self.cache[node] = val
+        return val
+
+    def _eval(self, node: ast.expr) -> Val:
+        if isinstance(node, ast.Constant):
+            return const(node.value, node)
+        if isinstance(node, ast.Name):
+            if node.id in self.names:
+                return self.names[node.id]
+            path = self.aliases.get(node.id)
+            if path is None:
+                if node.id in self.funcs:
+                    return Val(kind="func", const=node.id, has_const=True, node=node)
+                return UNKNOWN
+            return Val(kind="path", const=path, has_const=True, node=node)
+        if isinstance(node, ast.Attribute):
+            return self.eval_attribute(node)
+        if isinstance(node, ast.Subscript):
+            return self.eval_subscript(node)
+        if isinstance(node, ast.Call):
+            return self.eval_call(node)
+        if isinstance(node, ast.JoinedStr):
+            return self.eval_fstring(node)
+        if isinstance(node, ast.BinOp):
+            return self.eval_binop(node)
+        if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+            vals = [self.eval(e) for e in node.elts]
+            if all(v.has_const for v in vals):
+                return Val(
+                    const=[v.const for v in vals],
+                    has_const=True,
+                    tags=union(vals).tags,
+                    node=node,
+                    extra=tuple(vals),
+                )
+            return Val(tags=union(vals).tags, node=node, extra=tuple(vals))
+        if isinstance(node, ast.Dict):
+            keys = [self.eval(k) for k in node.keys if k is not None]
+            vals = [self.eval(v) for v in node.values]
+            sd = [v for v in vals if v.kind == "state_dict"]
+            if sd:
+                kinds = {v.extra for v in sd}
+                for which in (("wrapped",), ("bare",), ("other",)):
+                    if which in kinds:
+                        return Val(kind="state_dict", extra=which)
+            return Val(tags=union(keys + vals).tags)
+        if isinstance(node, ast.IfExp):
+            self.eval(node.test)
+            a, b = self.eval(node.body), self.eval(node.orelse)
+            return union([a, b])
+        if isinstance(node, ast.BoolOp):
+            return union([self.eval(v) for v in node.values])
+        if isinstance(node, ast.Compare):
+            self.eval(node.left)
+            for c in node.comparators:
+                self.eval(c)
+            return UNKNOWN
+        if isinstance(node, ast.UnaryOp):
+            inner = self.eval(node.operand)
+            if (
+                isinstance(node.op, ast.USub)
+                and isinstance(inner.const, (int, float))
+                and not isinstance(inner.const, bool)
+            ):
+                return const(-inner.const, node)
+            return Val(tags=inner.tags)
+        if isinstance(node, ast.NamedExpr):
+            val = self.eval(node.value)
+            self.names[node.target.id] = val
+            return val
+        if isinstance(node, ast.Lambda):
+            return UNKNOWN
+        vals = [self.eval(c) for c in ast.iter_child_nodes(node) if isinstance(c, ast.expr)]
+        return Val(tags=union(vals).tags)
+
+    def eval_attribute(self, node: ast.Attribute) -> Val:
+        key = _dotted(node)
+        if key is not None and key in self.names:
+            return self.names[key]
+        path = self.resolve(node)
+        if path is not None:
+            self.on_path(path, node)
+            if path.startswith("torch.") and path.split(".")[-1] in _DTYPES:
+                return Val(kind="dtype", const=_DTYPES[path.split(".")[-1]], has_const=True)
+            return Val(kind="path", const=path, has_const=True, node=node)
+        base = self.eval(node.value)
+        if base.kind in ("dp", "ddp"):
+            self.wrapper_attr(base, node.attr, node)
+        if node.attr == "module" and base.kind in ("dp", "ddp"):
+            return Val(kind="module", device=base.device, node=node)
+        if node.attr == "sampler" and base.kind == "loader" and base.extra:
+            inner = base.extra[0]
+            return inner if isinstance(inner, Val) else UNKNOWN
+        if node.attr in ("local_rank", "local_process_index", "local_rank_id"):
+            return Val(tags=frozenset({"LOCAL"}))
+        return Val(tags=base.tags & WEAK_TAGS)
+
+    def eval_subscript(self, node: ast.Subscript) -> Val:
+        if self.resolve(node.value) in _ENV_PATHS:
+            index = self.eval(node.slice)
+            if index.has_const and isinstance(index.const, str):
+                return Val(tags=self.env_read(index.const), node=node)
+            return UNKNOWN
+        base = self.eval(node.value)
+        index = self.eval(node.slice)
+        if base.kind == "loaded":
+            return Val(kind="loaded", node=node)
+        if base.has_const and isinstance(base.const, (list, tuple)) and index.has_const:
+            i = index.const
+            if isinstance(i, int) and -len(base.const) <= i < len(base.const):
+                return const(base.const[i], node)
+        return Val(tags=base.tags | (index.tags & WEAK_TAGS))
+
+    def eval_fstring(self, node: ast.JoinedStr) -> Val:
+        parts: list[str] = []
+        vals: list[Val] = []
+        known = True
+        for value in node.values:
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                parts.append(value.value)
+            elif isinstance(value, ast.FormattedValue):
+                inner = self.eval(value.value)
+                vals.append(inner)
+                if inner.has_const and value.format_spec is None:
+                    parts.append(str(inner.const))
+                else:
+                    parts.append("{}")
+                    known = False
+        text = "".join(parts)
+        if known:
+            return const(text, node)
+        tags = union(vals).tags
+        dev = parse_device_text(text.replace("{}", "0")) if "{}" in text else None
+        if dev is not None:
+            dev = (dev[0], "?")
+        val = Val(tags=tags, device=dev, node=node)
+        if dev is not None and dev[0] == "cuda" and tags & {"RANK", "LOCAL", "SPAWN"}:
+            self.event("device_use", node, val, {"where": f"the device string {ast.unparse(node)}"})
+        return val
+
+    def eval_binop(self, node: ast.BinOp) -> Val:
+        left, right = self.eval(node.left), self.eval(node.right)
+        if isinstance(node.op, ast.Mod) and left.has_const and isinstance(left.const, str):
+            # "cuda:%d" % rank
+            if left.const.startswith("cuda"):
+                return Val(tags=right.tags, device=("cuda", "?"), node=node)
+            return Val(tags=right.tags)
+        if left.has_const and right.has_const:
+            try:
+                value = _fold(node.op, left.const, right.const)
+            except Exception:  # an expression the script would fail on itself
+                value = None
+            if value is not None:
+                return const(value, node)
+        tags = left.tags | right.tags
+        if isinstance(node.op, ast.Mod):
+            # rank % torch.cuda.device_count(): a node-local index
+            tags = (tags - {"RANK"}) | {"LOCAL"} if tags & {"RANK", "LOCAL"} else tags
+        if isinstance(node.op, ast.FloorDiv):
+            tags = tags - {"RANK", "LOCAL", "SPAWN"}
+        return Val(tags=tags, node=node)
+
+    def env_read(self, var: str) -> frozenset[str]:
+        tags = env_tags(var)
+        if tags & {"RANK", "LOCAL"}:
+            self.facts.reads_launcher_rank = True
+        if "LOCAL" in tags:
+            self.facts.reads_local_rank_env = True
+        return tags
+
+    # ------------------------------------------------------------------ env writes
+
+    def env_assign(self, target: ast.Subscript, val: Val, value_node: ast.AST) -> None:
+        if self.resolve(target.value) not in _ENV_PATHS:
+            return
+        index = self.eval(target.slice)
+        if index.has_const and isinstance(index.const, str):
+            self.env_set(index.const, val, target, value_node)
+
+    def env_set(self, var: str, val: Val, node: ast.AST, value_node: ast.AST | None) -> None:
+        text = val.const if val.has_const and isinstance(val.const, (str, int)) else None
+        self.event(
+            "env_set",
+            node,
+            val,
+            {"var": var, "value": None if text is None else str(text)},
+        )
+
+    # ------------------------------------------------------------------ hooks
+
+    def eval_call(self, node: ast.Call) -> Val:
+        raise NotImplementedError
+
+    def wrapper_attr(self, obj: Val, attr: str, node: ast.AST) -> None:
+        """An attribute read through a DataParallel/DDP wrapper."""
+
+    in_decorator = False
+
+    def on_import(self, path: str, node: ast.AST) -> None:
+        """A name imported with ``from … import``."""
+
+    def on_path(self, path: str, node: ast.AST) -> None:
+        """A torch path is mentioned (a decorator, a reference)."""
+
+
+_DTYPES = {
+    "bfloat16": "bf16",
+    "float16": "fp16",
+    "half": "fp16",
+    "float32": "fp32",
+    "float": "fp32",
+}
+
+
+def _dotted(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return None if base is None else f"{base}.{node.attr}"
+    return None
+
+
+def _fold(op: ast.operator, a: object, b: object) -> object:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return None
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        if isinstance(op, ast.Add):
+            return a + b
+        if isinstance(op, ast.Sub):
+            return a - b
+        if isinstance(op, ast.Mult) and abs(a) < 1e9 and abs(b) < 1e9:
+            return a * b
+    if isinstance(a, str) and isinstance(b, str) and isinstance(op, ast.Add):
+        return a + b
+    return None

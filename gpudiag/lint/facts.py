@@ -1,0 +1,97 @@
+"""The facts the walker extracts from a script, in execution order.
+
+Rules (``rules_*.py``) are pure functions of :class:`Facts`. Each :class:`Event`
+has a sequence number (its place in the walker's approximation of execution
+order) and the *process* it runs in: ``main`` for the script's own process,
+``spawn:NAME`` / ``fork:NAME`` for a function started by a multiprocessing
+launcher, ``def:NAME`` for a function nothing in the file calls.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+
+from gpudiag.lint.values import Val
+
+_PREFIX_RE = re.compile(
+    r"""['"]module\.?['"]|\[\s*7\s*:|\[\s*len\(\s*['"]module|consume_prefix_in_state_dict"""
+)
+
+
+@dataclass
+class Event:
+    """One thing the script does."""
+
+    seq: int
+    kind: str
+    node: ast.AST
+    proc: str
+    val: Val | None = None
+    data: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def line(self) -> int:
+        return int(getattr(self.node, "lineno", 1))
+
+    @property
+    def col(self) -> int:
+        return int(getattr(self.node, "col_offset", 0)) + 1
+
+    def text(self, name: str, default: str = "") -> str:
+        value = self.data.get(name, default)
+        return value if isinstance(value, str) else default
+
+
+@dataclass
+class Facts:
+    """Everything the rules look at."""
+
+    events: list[Event] = field(default_factory=list)
+    #: dotted names the script reads ``.parameters()`` of: its models
+    param_owners: set[str] = field(default_factory=set)
+    #: the script reads a torchrun / Slurm rank variable (so each rank runs the whole file)
+    reads_launcher_rank: bool = False
+    #: the script reads LOCAL_RANK (or another node-local rank variable) from the environment
+    reads_local_rank_env: bool = False
+    source_lines: list[str] = field(default_factory=list)
+    by_kind: dict[str, list[Event]] = field(default_factory=dict)
+    #: per-file memo for rules (e.g. the parsed CUDA_VISIBLE_DEVICES values)
+    cache: dict[str, object] = field(default_factory=dict)
+    tree: ast.Module | None = None
+
+    @property
+    def assign_counts(self) -> dict[str, int]:
+        """How many times each dotted name is assigned in the file (loops count twice)."""
+        counts = self.cache.get("assign_counts")
+        if not isinstance(counts, dict):
+            from gpudiag.lint.walker import assign_counts
+
+            counts = assign_counts(self.tree) if self.tree is not None else {}
+            self.cache["assign_counts"] = counts
+        return counts
+
+    @property
+    def strips_prefix(self) -> bool:
+        """The file strips (or adds) the ``module.`` prefix somewhere: a ``"module."``
+        string (removeprefix, replace, startswith), ``k[7:]``, or
+        ``consume_prefix_in_state_dict_if_present``. Read from the text: faster than
+        walking the tree, and a mention in a comment only makes the rules quieter."""
+        return any(_PREFIX_RE.search(line) for line in self.source_lines)
+
+    def add(self, ev: Event) -> None:
+        self.events.append(ev)
+        self.by_kind.setdefault(ev.kind, []).append(ev)
+
+    def of(self, *kinds: str) -> list[Event]:
+        """The events of these kinds, in execution order."""
+        if len(kinds) == 1:
+            return list(self.by_kind.get(kinds[0], ()))
+        found = [e for k in kinds for e in self.by_kind.get(k, ())]
+        found.sort(key=lambda e: e.seq)
+        return found
+
+    def first(self, kind: str) -> Event | None:
+        events = self.by_kind.get(kind)
+        return events[0] if events else None

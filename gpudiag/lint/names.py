@@ -1,0 +1,160 @@
+"""The torch / multiprocessing names the lint recognises, as fully resolved dotted paths.
+
+The walker resolves each call through the script's imports
+(``import torch.nn as nn``, ``from torch.nn.parallel import DistributedDataParallel as DDP``)
+and compares the result with these sets: a rule fires on what is called, not on
+what a variable is called.
+"""
+
+from __future__ import annotations
+
+DATA_PARALLEL = frozenset(
+    {
+        "torch.nn.DataParallel",
+        "torch.nn.parallel.DataParallel",
+        "torch.nn.parallel.data_parallel.DataParallel",
+    }
+)
+DDP = frozenset(
+    {
+        "torch.nn.parallel.DistributedDataParallel",
+        "torch.nn.parallel.distributed.DistributedDataParallel",
+        "torch.nn.DistributedDataParallel",
+    }
+)
+SET_DEVICE = frozenset(
+    {"torch.cuda.set_device", "torch.cuda.device", "torch.accelerator.set_device_index"}
+)
+INIT_PROCESS_GROUP = frozenset({"torch.distributed.init_process_group"})
+GET_RANK = frozenset({"torch.distributed.get_rank"})
+GET_LOCAL_RANK = frozenset({"torch.distributed.get_node_local_rank"})
+DEVICE_COUNT = frozenset({"torch.cuda.device_count"})
+TORCH_DEVICE = frozenset({"torch.device"})
+SPAWN = frozenset(
+    {
+        "torch.multiprocessing.spawn",
+        "torch.multiprocessing.spawn.spawn",
+        "torch.multiprocessing.start_processes",
+    }
+)
+PROCESS = frozenset({"multiprocessing.Process", "torch.multiprocessing.Process"})
+POOL = frozenset(
+    {
+        "multiprocessing.Pool",
+        "torch.multiprocessing.Pool",
+        "concurrent.futures.ProcessPoolExecutor",
+        "multiprocessing.pool.Pool",
+    }
+)
+SET_START_METHOD = frozenset(
+    {"multiprocessing.set_start_method", "torch.multiprocessing.set_start_method"}
+)
+GET_CONTEXT = frozenset({"multiprocessing.get_context", "torch.multiprocessing.get_context"})
+DIST_SAMPLER = frozenset(
+    {"torch.utils.data.DistributedSampler", "torch.utils.data.distributed.DistributedSampler"}
+)
+DATALOADER = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
+GRAD_SCALER = frozenset(
+    {
+        "torch.amp.GradScaler",
+        "torch.GradScaler",
+        "torch.amp.grad_scaler.GradScaler",
+        "torch.cuda.amp.GradScaler",
+        "torch.cuda.amp.grad_scaler.GradScaler",
+    }
+)
+AUTOCAST = frozenset(
+    {
+        "torch.autocast",
+        "torch.amp.autocast",
+        "torch.amp.autocast_mode.autocast",
+        "torch.cuda.amp.autocast",
+        "torch.cuda.amp.autocast_mode.autocast",
+        "torch.cpu.amp.autocast",
+    }
+)
+#: torch 2.4 deprecated these (FutureWarning), torch/cuda/amp/autocast_mode.py and
+#: torch/cuda/amp/grad_scaler.py in torch 2.13 still carry the @deprecated text.
+DEPRECATED_AMP = {
+    "torch.cuda.amp.autocast": ("torch.cuda.amp.autocast", "torch.amp.autocast('cuda', args...)"),
+    "torch.cuda.amp.autocast_mode.autocast": (
+        "torch.cuda.amp.autocast",
+        "torch.amp.autocast('cuda', args...)",
+    ),
+    "torch.cuda.amp.GradScaler": (
+        "torch.cuda.amp.GradScaler",
+        "torch.amp.GradScaler('cuda', args...)",
+    ),
+    "torch.cuda.amp.grad_scaler.GradScaler": (
+        "torch.cuda.amp.GradScaler",
+        "torch.amp.GradScaler('cuda', args...)",
+    ),
+    "torch.cuda.amp.custom_fwd": (
+        "torch.cuda.amp.custom_fwd",
+        "torch.amp.custom_fwd(args..., device_type='cuda')",
+    ),
+    "torch.cuda.amp.custom_bwd": (
+        "torch.cuda.amp.custom_bwd",
+        "torch.amp.custom_bwd(args..., device_type='cuda')",
+    ),
+    "torch.cpu.amp.autocast": ("torch.cpu.amp.autocast", "torch.amp.autocast('cpu', args...)"),
+}
+TORCH_SAVE = frozenset({"torch.save"})
+TORCH_LOAD = frozenset({"torch.load"})
+STRIP_PREFIX_FUNCS = frozenset(
+    {
+        "torch.nn.modules.utils.consume_prefix_in_state_dict_if_present",
+        "torch.nn.utils.consume_prefix_in_state_dict_if_present",
+    }
+)
+RANDOM_SOURCES = ("random.", "numpy.random.", "socket.socket", "secrets.")
+
+#: ``torch.cuda`` functions that initialise the CUDA driver (cuInit) in this
+#: process. ``is_available`` calls ``torch._C._cuda_getDeviceCount`` (a CUDA
+#: runtime call, so cuInit) unless PYTORCH_NVML_BASED_CUDA_CHECK=1
+#: (torch/cuda/__init__.py, torch 2.13). ``device_count`` is NOT here: it asks
+#: NVML first and does not initialise CUDA (recorded on an H100 with torch 2.11:
+#: a CUDA_VISIBLE_DEVICES change after it was honoured).
+CUDA_INIT_FUNCS = frozenset(
+    "torch.cuda." + name
+    for name in (
+        "is_available",
+        "init",
+        "set_device",
+        "current_device",
+        "get_device_name",
+        "get_device_properties",
+        "get_device_capability",
+        "is_bf16_supported",
+        "synchronize",
+        "mem_get_info",
+        "Stream",
+        "Event",
+        "current_stream",
+        "default_stream",
+        "get_arch_list",
+        "ipc_collect",
+        "device",
+    )
+)
+
+#: torch factories that make a tensor on the CPU unless given ``device=``
+TENSOR_FACTORIES = frozenset(
+    "torch." + name
+    for name in ("tensor", "zeros", "ones", "randn", "rand", "empty", "full", "arange", "randint")
+)
+#: torch.distributed collectives whose first argument is the tensor they work on
+COLLECTIVES = frozenset(
+    "torch.distributed." + name
+    for name in (
+        "all_reduce",
+        "broadcast",
+        "reduce",
+        "all_gather",
+        "all_gather_into_tensor",
+        "reduce_scatter_tensor",
+        "all_to_all_single",
+        "send",
+        "recv",
+    )
+)

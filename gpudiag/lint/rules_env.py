@@ -1,0 +1,154 @@
+"""Rules about the process: CUDA_VISIBLE_DEVICES timing, fork after CUDA, MASTER_PORT.
+
+When torch initialises CUDA (torch 2.13, torch/cuda/__init__.py): lazily, on the
+first call that needs the CUDA runtime (``_lazy_init``), never at ``import
+torch``. ``torch.cuda.is_available()`` calls ``torch._C._cuda_getDeviceCount()``,
+a CUDA runtime call that runs ``cuInit`` without marking torch initialised
+(unless ``PYTORCH_NVML_BASED_CUDA_CHECK=1``); ``device_count()`` asks NVML first.
+Recorded on an H100 with torch 2.11: a CUDA_VISIBLE_DEVICES change after
+``import torch`` or ``device_count()`` was honoured, after ``is_available()``,
+``get_device_name()`` or ``.cuda()`` it was ignored.
+"""
+
+from __future__ import annotations
+
+from gpudiag.lint.codes import Hit, hit
+from gpudiag.lint.facts import Event, Facts
+
+_MASK_VARS = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
+FORK_ERROR = (
+    "RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with "
+    "multiprocessing, you must use the 'spawn' start method"
+)
+
+
+def cuda_init_before(facts: Facts, ev: Event) -> Event | None:
+    """The first CUDA initialisation in ``ev``'s process that runs before it."""
+    for other in facts.of("cuda_init"):
+        if other.seq >= ev.seq:
+            break
+        if other.proc == ev.proc:
+            return other
+    return None
+
+
+def _shown(ev: Event) -> str:
+    value = ev.data.get("value")
+    return f"{ev.text('var')}={value!r}" if isinstance(value, str) else ev.text("var")
+
+
+def cvd_rules(facts: Facts) -> list[Hit]:
+    out: list[Hit] = []
+    for ev in facts.of("env_set"):
+        var = ev.text("var")
+        if var not in _MASK_VARS:
+            continue
+        init = cuda_init_before(facts, ev)
+        if init is not None:
+            out.append(
+                hit(
+                    ev.line,
+                    ev.col,
+                    "LINT-CVD-AFTER-CUDA-INIT",
+                    "error",
+                    f"{_shown(ev)} is set after CUDA was initialised by {init.text('what')} "
+                    f"at line {init.line}: CUDA reads {var} once, at initialisation, so this "
+                    "process keeps the devices it saw then and the new value is silently "
+                    "ignored.",
+                    f"Set {var} before the first CUDA call: at the very top of the script, "
+                    f"before importing anything that touches torch.cuda, or in the shell "
+                    f"({var}=… python train.py).",
+                    f"silent: the new {var} is ignored; torch.cuda.device_count() and cuda:N "
+                    "still follow the value CUDA read at initialisation",
+                    var,
+                )
+            )
+            continue
+        imported = next(
+            (e for e in facts.of("import_torch") if e.seq < ev.seq and e.proc in (ev.proc, "main")),
+            None,
+        )
+        if imported is not None and var == "CUDA_VISIBLE_DEVICES":
+            out.append(
+                hit(
+                    ev.line,
+                    ev.col,
+                    "LINT-CVD-AFTER-IMPORT",
+                    "info",
+                    f"{_shown(ev)} is set after import torch (line {imported.line}) but "
+                    "before any CUDA call: this works, because torch initialises CUDA lazily, "
+                    "at the first CUDA call, not at import. It stops working as soon as "
+                    "anything above it (torch.cuda.is_available(), .cuda()) initialises CUDA.",
+                    "Set it before import torch, or in the shell, so no later edit can "
+                    "initialise CUDA first.",
+                    None,
+                    var,
+                )
+            )
+    return out
+
+
+def fork_rules(facts: Facts) -> list[Hit]:
+    out: list[Hit] = []
+    for ev in facts.of("fork_launch"):
+        if ev.data.get("method") != "fork" or ev.data.get("target_uses_cuda") is not True:
+            continue
+        init = cuda_init_before(facts, ev)
+        if init is None and ev.data.get("any_time"):
+            # DataLoader workers fork when the loader is iterated, after the model's .cuda()
+            init = next(
+                (e for e in facts.of("cuda_init") if e.proc == ev.proc and e.seq > ev.seq), None
+            )
+        if init is None:
+            continue
+        target = ev.text("target") or "the child"
+        out.append(
+            hit(
+                ev.line,
+                ev.col,
+                "LINT-CUDA-BEFORE-FORK",
+                "error",
+                f"{ev.text('what') or 'A child process'} runs {target}, which uses CUDA, in "
+                f"processes started with the 'fork' start method, and the parent initialises "
+                f"CUDA ({init.text('what')} at line {init.line}): a forked child cannot use "
+                "CUDA.",
+                "Start the children with torch.multiprocessing.spawn (or "
+                "multiprocessing.get_context('spawn')), or keep every CUDA call out of the "
+                "parent until the children are started.",
+                FORK_ERROR,
+                target,
+            )
+        )
+    return out
+
+
+def master_port_rules(facts: Facts) -> list[Hit]:
+    out: list[Hit] = []
+    for ev in facts.of("env_set"):
+        if ev.text("var") != "MASTER_PORT" or ev.val is None:
+            continue
+        tags = ev.val.tags
+        per_rank = bool(tags & {"RANK", "LOCAL", "SPAWN"})
+        in_child = ev.proc.startswith(("spawn:", "fork:"))
+        random_here = "RANDOM" in tags and (in_child or facts.reads_launcher_rank)
+        if not (per_rank or random_here):
+            continue
+        why = "from the rank" if per_rank else "at random in every rank's process"
+        out.append(
+            hit(
+                ev.line,
+                ev.col,
+                "LINT-MASTER-PORT-PER-RANK",
+                "error",
+                f"MASTER_PORT is computed {why}: each rank then looks for the rendezvous on "
+                "its own port, so the ranks never meet and init_process_group() waits until "
+                "it times out.",
+                "Choose MASTER_PORT once, before the ranks start (in the launcher, or in the "
+                "parent before mp.spawn), so every rank gets the same value; under torchrun "
+                "leave it to --master-port / --rdzv-endpoint.",
+                "silent: dist.init_process_group() hangs, then fails with a timeout "
+                "(DistNetworkError / DistStoreError: timed out waiting for the other ranks)",
+                "MASTER_PORT",
+            )
+        )
+    return out

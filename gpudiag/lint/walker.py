@@ -1,0 +1,311 @@
+"""Walk a module in (approximate) execution order and record :class:`~gpudiag.lint.facts.Facts`.
+
+Statements run in source order; a call to a function or class defined in the
+same file is inlined at the call site (bounded), so ``main()`` under
+``if __name__ == "__main__":`` runs where it is called, and the target of
+``mp.spawn`` runs as a new process. Functions nothing calls are walked at the
+end, each as its own process (``def:NAME``). Names live in one table keyed by
+their dotted spelling (``model``, ``self.model``, ``args.local_rank``): crude,
+but enough for the data flow the rules need, and it never runs the script.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from gpudiag.lint.calls import CallSemantics
+from gpudiag.lint.facts import Facts
+from gpudiag.lint.values import UNKNOWN, Val, const, union
+
+_MAX_INLINE = 4
+_MAX_DEPTH = 12
+
+
+class _Survey:
+    """The definitions, found by walking statements only (expressions hold no ``def``)."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.funcs: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+        self.methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+        self.classes: dict[str, ast.ClassDef] = {}
+        self._block(tree.body, in_class=False)
+
+    def _block(self, body: list[ast.stmt], *, in_class: bool) -> None:
+        for node in body:
+            if isinstance(node, ast.ClassDef):
+                self.classes.setdefault(node.name, node)
+                self._block(node.body, in_class=True)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                # methods are reached through self.X / obj.X, not by their bare name
+                (self.methods if in_class else self.funcs).setdefault(node.name, node)
+                self._block(node.body, in_class=False)
+            else:
+                for name in ("body", "orelse", "finalbody"):
+                    inner = getattr(node, name, None)
+                    if isinstance(inner, list):
+                        self._block(inner, in_class=in_class)
+                for handler in getattr(node, "handlers", ()):
+                    self._block(handler.body, in_class=in_class)
+                for case in getattr(node, "cases", ()):
+                    self._block(case.body, in_class=in_class)
+
+
+def assign_counts(tree: ast.AST) -> dict[str, int]:
+    """How many times each dotted name is assigned anywhere (loops count as many)."""
+    counts: dict[str, int] = {}
+
+    def add(target: ast.AST, weight: int) -> None:
+        if isinstance(target, (ast.Tuple, ast.List)):
+            for elt in target.elts:
+                add(elt, weight)
+            return
+        key = dotted_key(target)
+        if key is not None:
+            counts[key] = counts.get(key, 0) + weight
+
+    def block(body: list[ast.stmt]) -> None:
+        # statements only: a walrus or a comprehension variable is rarely an epoch counter
+        for node in body:
+            if isinstance(node, ast.Assign):
+                for t in node.targets:
+                    add(t, 1)
+            elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+                add(node.target, 2 if isinstance(node, ast.AugAssign) else 1)
+            elif isinstance(node, (ast.For, ast.AsyncFor)):
+                add(node.target, 2)
+            for name in ("body", "orelse", "finalbody"):
+                inner = getattr(node, name, None)
+                if isinstance(inner, list):
+                    block(inner)
+            for handler in getattr(node, "handlers", ()):
+                block(handler.body)
+            for case in getattr(node, "cases", ()):
+                block(case.body)
+
+    if isinstance(tree, ast.Module):
+        block(tree.body)
+    return counts
+
+
+def dotted_key(node: ast.AST) -> str | None:
+    """``model``, ``self.model``, ``args.local_rank``; None for anything else."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = dotted_key(node.value)
+        return None if base is None else f"{base}.{node.attr}"
+    return None
+
+
+class Walker(CallSemantics):
+    """One module's walk; :meth:`run` returns its facts."""
+
+    def __init__(self, tree: ast.Module, lines: list[str]) -> None:
+        super().__init__()
+        self.tree = tree
+        self.facts = Facts(source_lines=lines)
+        self.dotted: set[str] = set()
+        survey = _Survey(tree)
+        self.facts.tree = tree
+        self.funcs = survey.funcs
+        self.methods = survey.methods
+        self.classes = survey.classes
+        self.inlined: dict[ast.AST, int] = {}
+        self.returns: list[list[Val]] = []
+        self.depth = 0
+
+    # ------------------------------------------------------------------ set-up
+
+    def run(self) -> Facts:
+        self.exec_block(self.tree.body)
+        for fn in [*self.funcs.values(), *self.methods.values()]:
+            if fn not in self.inlined:
+                saved = self.proc
+                self.proc = f"def:{fn.name}"
+                self.inline(fn, [], [], skip_self=fn in self.methods.values())
+                self.proc = saved
+        return self.facts
+
+    # ------------------------------------------------------------------ statements
+
+    def exec_block(self, body: list[ast.stmt]) -> None:
+        for stmt in body:
+            self.exec_stmt(stmt)
+
+    def exec_stmt(self, stmt: ast.stmt) -> None:
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            self.do_import(stmt)
+        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            self.in_decorator = True
+            for deco in stmt.decorator_list:
+                self.eval(deco)
+            if isinstance(stmt, ast.ClassDef):
+                for member in stmt.body:
+                    if isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        for deco in member.decorator_list:
+                            self.eval(deco)
+            self.in_decorator = False
+        elif isinstance(stmt, ast.Assign):
+            val = self.eval(stmt.value)
+            for target in stmt.targets:
+                self.bind(target, val, stmt.value)
+        elif isinstance(stmt, ast.AnnAssign):
+            if stmt.value is not None:
+                self.bind(stmt.target, self.eval(stmt.value), stmt.value)
+        elif isinstance(stmt, ast.AugAssign):
+            val = self.eval(stmt.value)
+            old = self.eval(stmt.target)
+            self.bind(stmt.target, union([old, val]), stmt.value)
+        elif isinstance(stmt, ast.Expr):
+            self.eval(stmt.value)
+        elif isinstance(stmt, (ast.For, ast.AsyncFor)):
+            self.exec_for(stmt)
+        elif isinstance(stmt, ast.While):
+            self.eval(stmt.test)
+            self.loops.append((frozenset(), False, stmt))
+            self.exec_block(stmt.body)
+            self.loops.pop()
+            self.exec_block(stmt.orelse)
+        elif isinstance(stmt, ast.If):
+            self.eval(stmt.test)
+            self.exec_block(stmt.body)
+            self.exec_block(stmt.orelse)
+        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+            for item in stmt.items:
+                val = self.eval(item.context_expr)
+                if item.optional_vars is not None:
+                    self.bind(item.optional_vars, val, item.context_expr)
+            self.exec_block(stmt.body)
+        elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
+            self.exec_block(stmt.body)  # type: ignore[attr-defined]
+            for handler in stmt.handlers:  # type: ignore[attr-defined]
+                self.exec_block(handler.body)
+            self.exec_block(stmt.orelse)  # type: ignore[attr-defined]
+            self.exec_block(stmt.finalbody)  # type: ignore[attr-defined]
+        elif isinstance(stmt, ast.Return):
+            val = self.eval(stmt.value) if stmt.value is not None else UNKNOWN
+            if self.returns:
+                self.returns[-1].append(val)
+        elif isinstance(stmt, ast.Match):
+            self.eval(stmt.subject)
+            for case in stmt.cases:
+                self.exec_block(case.body)
+        else:
+            for child in ast.iter_child_nodes(stmt):
+                if isinstance(child, ast.expr):
+                    self.eval(child)
+                elif isinstance(child, ast.stmt):
+                    self.exec_stmt(child)
+
+    def exec_for(self, stmt: ast.For | ast.AsyncFor) -> None:
+        it = self.eval(stmt.iter)
+        names = frozenset(n.id for n in ast.walk(stmt.target) if isinstance(n, ast.Name))
+        epoch = any("epoch" in n.lower() or n.lower() == "ep" for n in names)
+        if epoch and isinstance(stmt.target, ast.Name):
+            self.event("epoch_loop", stmt, data={"var": stmt.target.id})
+        elem = Val(tags=it.tags - {"RANDOM"}, kind="loopvar")
+        self.bind(stmt.target, elem, stmt.target)
+        self.loops.append((names, epoch, stmt))
+        self.exec_block(stmt.body)
+        self.loops.pop()
+        self.exec_block(stmt.orelse)
+
+    def bind(self, target: ast.AST, val: Val, value_node: ast.AST) -> None:
+        if isinstance(target, (ast.Tuple, ast.List)):
+            elts = None
+            if isinstance(value_node, (ast.Tuple, ast.List)) and len(value_node.elts) == len(
+                target.elts
+            ):
+                elts = [self.peek(e) for e in value_node.elts]
+            for i, sub in enumerate(target.elts):
+                self.bind(sub, elts[i] if elts else Val(tags=val.tags), value_node)
+            return
+        if isinstance(target, ast.Starred):
+            self.bind(target.value, Val(tags=val.tags), value_node)
+            return
+        if isinstance(target, ast.Subscript):
+            self.env_assign(target, val, value_node)
+            self.eval(target.value)
+            return
+        key = dotted_key(target)
+        if key is not None and "HALF" in val.tags and isinstance(value_node, ast.Call):
+            # model = Net().cuda().half(): the float16 model gets its name here
+            self.event(
+                "half",
+                value_node,
+                data={
+                    "key": key,
+                    "dtype": "fp16",
+                    "module": False,
+                    "text": f"{key} = {ast.unparse(value_node)}",
+                },
+            )
+        if key is not None:
+            if val.kind in ("dp", "ddp") and val.node is value_node:
+                for ev in reversed(self.facts.events):
+                    if ev.node is value_node and ev.kind == val.kind:
+                        ev.data["bound_to"] = key
+                        break
+            self.names[key] = val
+            if "." in key:
+                self.dotted.add(key)
+            # a new `self.model` replaces what was known about `self.model.xyz`
+            prefix = key + "."
+            for old in [k for k in self.dotted if k.startswith(prefix)]:
+                self.dotted.discard(old)
+                self.names.pop(old, None)
+
+    def peek(self, node: ast.expr) -> Val:
+        """The value of an expression already evaluated (no new events)."""
+        if isinstance(node, ast.Constant):
+            return const(node.value, node)
+        key = dotted_key(node)
+        if key is not None and key in self.names:
+            return self.names[key]
+        return self.cache.get(node, UNKNOWN)
+
+    # ------------------------------------------------------------------ inlining
+
+    def inline(
+        self,
+        fn: ast.FunctionDef | ast.AsyncFunctionDef,
+        args: list[Val],
+        kwargs: list[tuple[str, Val]],
+        *,
+        skip_self: bool = False,
+    ) -> Val:
+        count = self.inlined.get(fn, 0)
+        if count >= _MAX_INLINE or self.depth >= _MAX_DEPTH:
+            return UNKNOWN
+        self.inlined[fn] = count + 1
+        params = [a.arg for a in [*fn.args.posonlyargs, *fn.args.args]]
+        if skip_self and params:
+            params = params[1:]
+        saved: dict[str, Val | None] = {}
+        bound: dict[str, Val] = {p: UNKNOWN for p in params}
+        bound.update({a.arg: UNKNOWN for a in fn.args.kwonlyargs})
+        for name, val in zip(params, args, strict=False):
+            bound[name] = val
+        for name, val in kwargs:
+            if name in bound:
+                bound[name] = val
+        for name, val in bound.items():
+            saved[name] = self.names.get(name)
+            self.names[name] = val
+        self.depth += 1
+        self.returns.append([])
+        loops, self.loops = self.loops, []
+        try:
+            self.exec_block(fn.body)
+        finally:
+            self.loops = loops
+            self.depth -= 1
+            results = self.returns.pop()
+            for name, old in saved.items():
+                if old is None:
+                    self.names.pop(name, None)
+                else:
+                    self.names[name] = old
+        if len(results) == 1:
+            return results[0]
+        return union(results) if results else UNKNOWN
