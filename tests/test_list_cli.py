@@ -241,3 +241,31 @@ def test_unwritable_stdout_is_one_line_not_a_traceback(args: list[str]) -> None:
         )
     assert proc.returncode == 2
     assert proc.stderr == "gpudiag: error: cannot write output: No space left on device\n"
+
+
+@pytest.mark.parametrize(
+    ("fixture", "code", "says"),
+    [
+        ("container_no_gpu", "HOST-CONTAINER-NO-GPU", "docker run --gpus all"),
+        ("no_nvidia_gpu", "HOST-NO-NVIDIA-GPU", "Run the job on a GPU node"),
+        ("driver_missing", "HOST-DRIVER-MISSING", "modprobe nvidia"),
+    ],
+)
+def test_list_says_why_no_gpu_is_reachable(fixture: str, code: str, says: str) -> None:
+    # A container without GPU access or a machine without an NVIDIA GPU is not
+    # helped by "install the NVIDIA driver" (issue 13).
+    result = CliRunner().invoke(
+        main, ["list", "--snapshot", str(fixture_path(fixture))], env={"COLUMNS": "200"}
+    )
+    assert result.exit_code == 0
+    assert code in result.stdout
+    assert "What to do: " in result.stdout and says in result.stdout
+    if code != "HOST-DRIVER-MISSING":
+        assert "install the NVIDIA driver" not in result.stdout
+    doc = json.loads(
+        CliRunner()
+        .invoke(main, ["list", "--snapshot", str(fixture_path(fixture)), "--json"])
+        .stdout
+    )
+    codes = [f["code"] for f in doc["findings"]]
+    assert code in codes and "SRC-NVML-UNAVAILABLE" not in codes

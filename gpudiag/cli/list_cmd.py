@@ -66,6 +66,13 @@ def list_cmd(
     resolution = resolve_checked(spec, effective_order, snapshot, driver)
     inventory = build_inventory(snapshot, resolution)
     findings = [*inventory.findings, *resolution.findings]
+    from gpudiag.core.host import host_findings
+
+    host = host_findings(snapshot)
+    if host:
+        # Which of "container without GPU access", "no NVIDIA GPU", "driver missing" it
+        # is: the generic "NVML unavailable" would only repeat it less precisely.
+        findings = [f for f in findings if f.code != "SRC-NVML-UNAVAILABLE"] + host
     if as_json:
         doc = list_to_json(
             snapshot, inventory, resolution, resolution_to_json(resolution), findings

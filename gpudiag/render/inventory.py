@@ -230,9 +230,15 @@ def render_list(
     if not inventory.rows:
         if nvml is not None and nvml.status != "ok":
             out += wrap(safe(f"No GPUs listed: {nvml.reason}."), width)
+            host = next((f for f in findings if f.code.startswith("HOST-") and f.fix), None)
+            todo = (
+                safe(host.fix or "")
+                if host is not None
+                else "install the NVIDIA driver on a GPU node"
+            )
             out += wrap(
-                "What to do: install the NVIDIA driver on a GPU node, or inspect a "
-                "capture of one with `gpudiag list --snapshot FILE`.",
+                f"What to do: {todo.rstrip('.')}; or inspect a capture of a GPU node with "
+                "`gpudiag list --snapshot FILE`.",
                 width,
             )
         else:
