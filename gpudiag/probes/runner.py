@@ -22,7 +22,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -33,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Literal
 
+from gpudiag.backends.subproc import python_module_argv
 from gpudiag.errors import GpudiagInputError
 from gpudiag.probes.results import (
     PROBE_NAMES,
@@ -357,9 +357,8 @@ def _spawn(
     events_path = tmp / f"rank{rank}.events"
     log_path = tmp / f"rank{rank}.log"
     events_path.touch()
-    argv = [
-        sys.executable,
-        "-m",
+    # Never `python -m`: that would import from the user's working directory.
+    argv = python_module_argv(
         "gpudiag.probes.worker",
         "--events", str(events_path),
         "--probes", ",".join(probes),
@@ -372,7 +371,7 @@ def _spawn(
         "--timeout", repr(plan.timeout_s),
         "--threads", str(threads),
         "--parent-pid", str(os.getpid()),
-    ]  # fmt: skip
+    )  # fmt: skip
     if launch is not None and launch.node_rank is not None:
         argv += ["--node-rank", str(launch.node_rank)]
     if plan.device_ids is not None:
