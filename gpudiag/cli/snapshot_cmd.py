@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from gpudiag.cli.exitcodes import OK
-from gpudiag.errors import GpudiagInputError
+from gpudiag.cli.files import write_file_atomically
 
 
 @click.command(
@@ -25,9 +25,11 @@ enumeration order (cuda_order) when a driver is present.""",
     "--output",
     "output",
     metavar="FILE",
-    type=click.Path(dir_okay=False, writable=True),
+    type=click.Path(dir_okay=False),
     default=None,
-    help="Write to FILE instead of stdout.",
+    help="Write to FILE instead of stdout: atomically (a temporary file in FILE's "
+    "directory, renamed into place), so a failed write leaves the old FILE intact. "
+    "A symbolic link at FILE is replaced, never followed.",
 )
 @click.option(
     "--no-torch",
@@ -44,9 +46,5 @@ def snapshot(output: str | None, no_torch: bool) -> None:
     if output is None:
         click.echo(text, nl=False)
         raise SystemExit(OK)
-    try:
-        with open(output, "w", encoding="utf-8") as fh:
-            fh.write(text)
-    except OSError as exc:
-        raise GpudiagInputError(f"cannot write {output}: {exc.strerror or exc}") from None
+    write_file_atomically(output, text)
     click.echo(f"wrote {output}", err=True)
