@@ -31,6 +31,7 @@ from gpudiag.model import (
     short_uuid,
     uuid_key,
 )
+from gpudiag.parsing import int_or_none
 
 PCI_BUS_ID = "PCI_BUS_ID"
 FASTEST_FIRST = "FASTEST_FIRST"
@@ -1025,8 +1026,10 @@ def slurm_findings(
     wanted: set[int] = set()
     constrained = False
     for entry in entries:
-        if entry.isdigit():
-            index = int(entry)
+        # Strict: '²'.isdigit() is True but int('²') raises, and int() refuses
+        # over 4,300 digits; such an entry is then "not a GPU of this machine".
+        index = int_or_none(entry, minimum=0) if entry[:1] not in "+-" else None
+        if index is not None:
             if index >= len(snapshot.gpus):
                 constrained = True
             wanted.add(index)

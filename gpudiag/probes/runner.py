@@ -34,6 +34,7 @@ from typing import IO, Any, Literal
 
 from gpudiag.backends.subproc import python_module_argv
 from gpudiag.errors import GpudiagInputError
+from gpudiag.parsing import int_or_none
 from gpudiag.probes.results import (
     PROBE_NAMES,
     HangInfo,
@@ -319,12 +320,13 @@ def _threads_per_child(local_children: int) -> int:
     """torch threads per child: OMP_NUM_THREADS when the user or torchrun set it,
     else the cores shared among this host's ranks (LOCAL_WORLD_SIZE under torchrun),
     so that two ranks on two cores do not oversubscribe them."""
-    text = os.environ.get("OMP_NUM_THREADS", "").strip()
-    if text.isdigit() and int(text) > 0:
-        return int(text)
-    local_size = os.environ.get("LOCAL_WORLD_SIZE", "").strip()
-    sharers = int(local_size) if local_size.isdigit() and int(local_size) > 0 else local_children
-    return max(1, (os.cpu_count() or 1) // max(1, sharers))
+    cores = os.cpu_count() or 1
+    # Strict parsing (gpudiag.parsing): '²'.isdigit() is True but int('²') raises.
+    threads = int_or_none(os.environ.get("OMP_NUM_THREADS", ""), minimum=1)
+    if threads is not None:
+        return min(threads, cores)  # more threads than cores only oversubscribe them
+    sharers = int_or_none(os.environ.get("LOCAL_WORLD_SIZE", ""), minimum=1)
+    return max(1, cores // (sharers or max(1, local_children)))
 
 
 def _assign(plan: ProbePlan, rank: int, world_size: int) -> list[tuple[int, tuple[str, ...]]]:
