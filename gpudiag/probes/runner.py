@@ -17,8 +17,10 @@ MASTER_PORT, which the launcher (or the user) owns.
 from __future__ import annotations
 
 import ctypes.util
+import hashlib
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -216,6 +218,7 @@ class _Child:
     probe_started_at: float | None = None
     stage: str | None = None
     arrived: set[int] = field(default_factory=set)
+    forged: set[int] = field(default_factory=set)
     results: dict[str, ProbeResult] = field(default_factory=dict)
     done_at: float | None = None
     offset: int = 0
@@ -248,6 +251,8 @@ class _Child:
             self.stage = str(event["stage"])
             for rank in event.get("arrived") or ():
                 self.arrived.add(int(rank))
+            for rank in event.get("forged") or ():
+                self.forged.add(int(rank))
         elif kind == "result":
             result = ProbeResult.from_json(event["result"])
             self.results[result.probe] = result
@@ -292,8 +297,11 @@ def run_probes(plan: ProbePlan) -> ProbeReport:
         with _terminate_as_exit():
             threads = _threads_per_child(len(assignments))
             run_id = uuid.uuid4().hex[:12]  # one per run: every rank's key prefix
+            token = rendezvous_token(launch, os.environ)
             for child_rank, probes in assignments:
-                children.append(_spawn(plan, tmp, child_rank, world_size, probes, threads, run_id))
+                children.append(
+                    _spawn(plan, tmp, child_rank, world_size, probes, threads, run_id, token)
+                )
             outcome = _monitor(children, plan.timeout_s)
     finally:
         _kill_all(children)
@@ -314,6 +322,32 @@ def run_probes(plan: ProbePlan) -> ProbeReport:
         startup_s=max(startups) if startups else None,
         probes=results,
     )
+
+
+#: The per-job rendezvous secret (docs/probes.md); read by gpudiag.probes.ddp.
+RDZV_TOKEN_ENV = "GPUDIAG_RDZV_TOKEN"
+
+
+def rendezvous_token(launch: LaunchEnv | None, environ: Mapping[str, str]) -> str:
+    """The secret every ddp arrival is signed with; the same on every rank.
+
+    ``GPUDIAG_RDZV_TOKEN`` when the user exported one (the strong choice on a
+    shared host: every rank inherits it, no other user can read it). Under a
+    launcher without it, derived from what all ranks of this job step share:
+    the launcher's run id (TORCHELASTIC_RUN_ID / SLURM_JOB_ID and step) and
+    MASTER_ADDR/MASTER_PORT; it separates jobs and stops casual forgery but
+    is guessable. Self-launched: a fresh random secret, passed to the local
+    children in their environment.
+    """
+    explicit = environ.get(RDZV_TOKEN_ENV, "")
+    if explicit:
+        return explicit
+    if launch is None:
+        return secrets.token_hex(32)
+    shared = "\n".join(
+        (launch.run_id, environ.get("MASTER_ADDR", ""), environ.get("MASTER_PORT", ""))
+    )
+    return hashlib.sha256(f"gpudiag-rdzv-token/1\n{shared}".encode()).hexdigest()
 
 
 def _threads_per_child(local_children: int) -> int:
@@ -353,6 +387,7 @@ def _spawn(
     probes: Sequence[str],
     threads: int,
     run_id: str,
+    token: str,
 ) -> _Child:
     """Starts one worker in a new session (its own process group)."""
     launch = plan.launch
@@ -385,6 +420,9 @@ def _spawn(
     if plan.order is not None:
         env["CUDA_DEVICE_ORDER"] = plan.order
     env["OMP_NUM_THREADS"] = str(threads)
+    # The rendezvous token goes in the environment, never in argv (which
+    # every user on the host can read in ps).
+    env[RDZV_TOKEN_ENV] = token
     log: IO[bytes]
     with open(log_path, "wb") as log:
         popen = subprocess.Popen(
@@ -542,6 +580,12 @@ def _hang_result(
             f"hung: killed after {limit:g} s; arrived ranks {sorted(arrived)}, "
             f"missing ranks {list(missing)}; {where}"
         )
+        forged = sorted(set().union(*(c.forged for c in runners)) - arrived)
+        if forged:
+            message += (
+                f"; refused forged rendezvous arrivals for ranks {forged} (no valid token: "
+                "not a rank of this job)"
+            )
     else:
         message = f"hung: killed after {limit:g} s; {where}"
     return ProbeResult(
