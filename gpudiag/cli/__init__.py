@@ -6,6 +6,7 @@ must stay cheap: no torch, no pynvml, no GPUtil at module level.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import sys
@@ -14,7 +15,7 @@ from typing import Any
 import click
 
 from gpudiag import __version__
-from gpudiag.cli.exitcodes import BAD_INPUT
+from gpudiag.cli.exitcodes import BAD_INPUT, INTERRUPTED
 from gpudiag.errors import GpudiagInputError
 
 
@@ -27,6 +28,10 @@ class _Group(click.Group):
         except GpudiagInputError as exc:
             click.echo(f"gpudiag: error: {exc}", err=True)
             ctx.exit(BAD_INPUT)
+        except KeyboardInterrupt:
+            # Ctrl-C: 128 + SIGINT, as shells report it (click would say 1, "errors found").
+            _say("gpudiag: interrupted")
+            ctx.exit(INTERRUPTED)
         except OSError as exc:
             if exc.errno == errno.EPIPE:
                 raise  # click's own handling of `gpudiag … | head`
@@ -35,6 +40,12 @@ class _Group(click.Group):
             click.echo(f"gpudiag: error: cannot write output: {exc.strerror or exc}", err=True)
             _discard_stdout()
             ctx.exit(BAD_INPUT)
+
+
+def _say(text: str) -> None:
+    """One line on stderr, never raising (stderr may be closed too)."""
+    with contextlib.suppress(OSError, ValueError):
+        click.echo(text, err=True)
 
 
 def _discard_stdout() -> None:

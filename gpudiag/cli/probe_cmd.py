@@ -86,8 +86,8 @@ out or hung. See docs/probes.md."""
     default=60.0,
     show_default=True,
     metavar="S",
-    help="Hard wall-clock limit per probe, in seconds; past it every child is "
-    "killed and the probe reported as hung (exit 3).",
+    help="Hard wall-clock limit per probe, in seconds (at most 3600); past it every "
+    "child is killed and the probe reported as hung (exit 3).",
 )
 @json_option
 def probe(
@@ -103,6 +103,7 @@ def probe(
     """Run short training probes (single, dp, ddp, amp) and verify the numbers."""
     # Deferred: the runner is only needed when probing, and keeps --help cheap.
     from gpudiag.probes.runner import (
+        MAX_TIMEOUT_S,
         ProbePlan,
         default_device,
         default_nproc,
@@ -113,8 +114,11 @@ def probe(
     )
     from gpudiag.render.probe import render_probe_json, render_probe_table
 
-    if not math.isfinite(timeout_s) or timeout_s <= 0:
-        raise GpudiagInputError(f"--timeout must be a positive number of seconds (got {timeout_s})")
+    if not math.isfinite(timeout_s) or not 0 < timeout_s <= MAX_TIMEOUT_S:
+        raise GpudiagInputError(
+            f"--timeout must be more than 0 and at most {MAX_TIMEOUT_S:g} seconds "
+            f"(got {timeout_s:g})"
+        )
     if nproc is not None and nproc < 1:
         raise GpudiagInputError(f"--nproc must be >= 1 (got {nproc})")
     device_ids = _parse_device_ids(device_ids_text)

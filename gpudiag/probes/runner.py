@@ -23,6 +23,7 @@ import os
 import secrets
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import threading
@@ -222,6 +223,7 @@ class _Child:
     results: dict[str, ProbeResult] = field(default_factory=dict)
     done_at: float | None = None
     offset: int = 0
+    tail_lines: tuple[str, ...] | None = None
 
     def read_events(self, now: float) -> None:
         """Consumes complete lines appended since the last call."""
@@ -261,14 +263,24 @@ class _Child:
         elif kind == "done":
             self.done_at = now
 
-    def log_tail(self) -> str:
-        """The last non-empty line the child wrote to stdout/stderr."""
+    def capture_log(self) -> None:
+        """Keeps the last lines of the child's log in memory (before the temp
+        dir is removed: a crashed worker was reported as "no output")."""
         try:
-            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+            with open(self.log_path, "rb") as stream:
+                stream.seek(0, os.SEEK_END)
+                stream.seek(max(0, stream.tell() - 16384))
+                text = stream.read().decode("utf-8", errors="replace")
         except OSError:
-            return ""
+            return
         lines = [line.strip() for line in text.splitlines() if line.strip()]
-        return lines[-1][:300] if lines else ""
+        self.tail_lines = tuple(line[:300] for line in lines[-LOG_TAIL_LINES:])
+
+    def log_tail(self) -> str:
+        """The child's last log lines, joined with `` | `` (captured before cleanup)."""
+        if self.tail_lines is None:
+            self.capture_log()
+        return " | ".join(self.tail_lines or ())
 
 
 @dataclass(frozen=True)
@@ -291,8 +303,11 @@ def run_probes(plan: ProbePlan) -> ProbeReport:
         launch.world_size if launch is not None else (plan.nproc if "ddp" in plan.probes else 1)
     )
     assignments = _assign(plan, rank, world_size)
-    tmp = Path(tempfile.mkdtemp(prefix="gpudiag-probe-"))
+    remove_stale_dirs()
     children: list[_Child] = []
+    with _signals_held():  # no Ctrl-C between creating the dir and owning it
+        tmp = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX))
+        (tmp / OWNER_FILE).write_text(f"{os.getpid()}\n", encoding="ascii")
     try:
         with _terminate_as_exit():
             threads = _threads_per_child(len(assignments))
@@ -304,8 +319,7 @@ def run_probes(plan: ProbePlan) -> ProbeReport:
                 )
             outcome = _monitor(children, plan.timeout_s)
     finally:
-        _kill_all(children)
-        shutil.rmtree(tmp, ignore_errors=True)
+        _cleanup(children, tmp)
     results = tuple(
         _result_for(name, children, outcome, world_size, plan)
         for name in plan.probes
@@ -348,6 +362,108 @@ def rendezvous_token(launch: LaunchEnv | None, environ: Mapping[str, str]) -> st
         (launch.run_id, environ.get("MASTER_ADDR", ""), environ.get("MASTER_PORT", ""))
     )
     return hashlib.sha256(f"gpudiag-rdzv-token/1\n{shared}".encode()).hexdigest()
+
+
+#: ``--timeout`` may not exceed this (docs/probes.md): probes are short, and a
+#: larger value would let a hung probe hold GPUs for a whole allocation.
+MAX_TIMEOUT_S = 3600.0
+#: How many of a crashed worker's last log lines its report quotes.
+LOG_TAIL_LINES = 5
+TEMP_PREFIX = "gpudiag-probe-"
+#: Inside each run's temp dir: the pid of the ``gpudiag probe`` that owns it.
+OWNER_FILE = "owner.pid"
+#: A temp dir without an owner file (an older gpudiag) is stale after this long.
+_UNOWNED_STALE_S = 24 * 3600.0
+_HELD_SIGNALS = frozenset(
+    {signal.SIGINT, signal.SIGTERM} | ({signal.SIGHUP} if hasattr(signal, "SIGHUP") else set())
+)
+
+
+@contextmanager
+def _signals_held() -> Iterator[None]:
+    """Blocks SIGINT/SIGTERM/SIGHUP in this thread; delivered when the block ends."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(
+        signal, "pthread_sigmask"
+    ):
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def _cleanup(children: Sequence[_Child], tmp: Path) -> None:
+    """Kills every child and removes the temp dir, whatever signals arrive.
+
+    Signals are held while it runs; one that Python had already taken (a
+    second Ctrl-C 10 ms after the first) cannot cut it short either: the
+    cleanup is retried, and the first interruption is re-raised after it.
+    """
+    interrupted: BaseException | None = None
+    with _signals_held():
+        while True:
+            try:
+                _kill_all(children)
+                for child in children:
+                    if child.tail_lines is None:
+                        child.capture_log()
+                shutil.rmtree(tmp, ignore_errors=True)
+                break
+            except (KeyboardInterrupt, SystemExit) as exc:
+                interrupted = interrupted or exc
+    if interrupted is not None:
+        raise interrupted
+
+
+def remove_stale_dirs(base: str | None = None) -> list[Path]:
+    """Removes this user's probe temp dirs whose owning process is gone.
+
+    A run killed with SIGKILL (or a machine reset) cannot clean up after
+    itself; the next run does. A dir whose owner is alive is never touched.
+    Returns the dirs removed.
+    """
+    removed: list[Path] = []
+    root = Path(base if base is not None else tempfile.gettempdir())
+    try:
+        entries = list(root.glob(TEMP_PREFIX + "*"))
+    except OSError:
+        return removed
+    for entry in entries:
+        try:
+            info = entry.lstat()
+            if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+                continue
+            owner = _owner_pid(entry)
+            if owner is None:
+                stale = time.time() - info.st_mtime > _UNOWNED_STALE_S
+            else:
+                stale = not _pid_alive(owner)
+        except OSError:
+            continue
+        if stale:
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry)
+    return removed
+
+
+def _owner_pid(entry: Path) -> int | None:
+    try:
+        text = (entry / OWNER_FILE).read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+    return int_or_none(text, minimum=1)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
 
 
 def _threads_per_child(local_children: int) -> int:
