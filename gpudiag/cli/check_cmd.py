@@ -7,6 +7,14 @@ import os
 import click
 
 from gpudiag.cli.exitcodes import FAILED, OK
+from gpudiag.cli.gate import (
+    ignore_option,
+    json_out_option,
+    parse_ignore,
+    report_without,
+    say_dropped,
+    write_json_out,
+)
 from gpudiag.cli.options import json_option, snapshot_option, visible_options
 from gpudiag.errors import GpudiagInputError
 from gpudiag.parsing import parse_int, parse_int_list
@@ -109,6 +117,8 @@ def _choice(name: str, text: str | None, choices: tuple[str, ...]) -> str | None
 )
 @click.option("--strict", is_flag=True, default=False, help="Exit 1 on warnings too.")
 @json_option
+@json_out_option
+@ignore_option
 def check(
     snapshot_path: str | None,
     visible: str | None,
@@ -124,6 +134,8 @@ def check(
     expect_gpus: str | None,
     strict: bool,
     as_json: bool,
+    json_out: str | None = None,
+    ignore: tuple[str, ...] = (),
 ) -> None:
     """Predict DataParallel/DDP failures and unhealthy GPUs before the job runs.
 
@@ -132,6 +144,7 @@ def check(
     environment (CUDA_VISIBLE_DEVICES, torchrun and Slurm variables) and GPU health.
     """
     # Parse every option before touching the machine: bad input exits 2 fast.
+    ignored = parse_ignore(ignore)
     dataparallel, ids = parse_device_ids(device_ids)
     kwargs = {
         "device_ids": ids,
@@ -161,6 +174,10 @@ def check(
         driver=None if snapshot_path is not None else live_driver_asker(machine),
         **kwargs,  # type: ignore[arg-type]
     )
+    report, dropped = report_without(report, ignored)
+    if json_out is not None:
+        write_json_out(json_out, report_json(report))
+    say_dropped(dropped)
     if as_json:
         click.echo(report_json(report))
     else:

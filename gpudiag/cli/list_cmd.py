@@ -7,6 +7,14 @@ import json
 import click
 
 from gpudiag.cli.exitcodes import OK
+from gpudiag.cli.gate import (
+    drop_ignored,
+    ignore_option,
+    json_out_option,
+    parse_ignore,
+    say_dropped,
+    write_json_out,
+)
 from gpudiag.cli.options import json_option, snapshot_option, visible_options
 
 
@@ -29,10 +37,18 @@ status is 0 whenever a report could be made, zero GPUs and no driver included;
 @snapshot_option
 @visible_options
 @json_option
+@json_out_option
+@ignore_option
 def list_cmd(
-    snapshot_path: str | None, visible: str | None, order: str | None, as_json: bool
+    snapshot_path: str | None,
+    visible: str | None,
+    order: str | None,
+    as_json: bool,
+    json_out: str | None = None,
+    ignore: tuple[str, ...] = (),
 ) -> None:
     """List the GPUs, which sources see them, and their CUDA ordinals."""
+    ignored = parse_ignore(ignore)
     from gpudiag.core.inventory import build_inventory
     from gpudiag.core.visibility import resolve_checked
     from gpudiag.machine import live_driver_asker, load_machine
@@ -46,13 +62,18 @@ def list_cmd(
     driver = None if snapshot_path is not None else live_driver_asker(snapshot)
     resolution = resolve_checked(spec, effective_order, snapshot, driver)
     inventory = build_inventory(snapshot, resolution)
-    findings = [*inventory.findings, *resolution.findings]
-    if as_json:
+    findings, dropped = drop_ignored([*inventory.findings, *resolution.findings], ignored)
+    if as_json or json_out is not None:
         doc = list_to_json(
             snapshot, inventory, resolution, resolution_to_json(resolution), findings
         )
-        click.echo(json.dumps(doc, indent=2))
-        raise SystemExit(OK)
+        write_json_out(json_out, json.dumps(doc, indent=2))
+        say_dropped(dropped)
+        if as_json:
+            click.echo(json.dumps(doc, indent=2))
+            raise SystemExit(OK)
+    else:
+        say_dropped(dropped)
     # The explicit cuda:N → GPU table when a mapping was asked for or is in force.
     explicit = spec is not None or effective_order is not None
     mapping = render_mapping(resolution, snapshot) if explicit and snapshot.gpus else None

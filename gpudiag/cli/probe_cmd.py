@@ -10,6 +10,7 @@ from typing import Literal
 import click
 
 from gpudiag.cli.exitcodes import FAILED, OK, TIMEOUT
+from gpudiag.cli.gate import json_out_option, write_json_out
 from gpudiag.cli.options import child_visible_options, json_option
 from gpudiag.errors import GpudiagInputError
 from gpudiag.parsing import parse_int_list, show_value
@@ -90,6 +91,7 @@ out or hung. See docs/probes.md."""
     "child is killed and the probe reported as hung (exit 3).",
 )
 @json_option
+@json_out_option
 def probe(
     which: str,
     visible: str | None,
@@ -99,6 +101,7 @@ def probe(
     device: str | None,
     timeout_s: float,
     as_json: bool,
+    json_out: str | None = None,
 ) -> None:
     """Run short training probes (single, dp, ddp, amp) and verify the numbers."""
     # Deferred: the runner is only needed when probing, and keeps --help cheap.
@@ -148,6 +151,8 @@ def probe(
     report = run_probes(plan)
     # Across ranks only rank 0 prints: it holds every rank's row.
     if report.rank == 0:
+        if json_out is not None:
+            write_json_out(json_out, json.dumps(render_probe_json(report), indent=2))
         if as_json:
             click.echo(json.dumps(render_probe_json(report), indent=2))
         else:
