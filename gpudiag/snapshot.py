@@ -7,6 +7,7 @@ may grow), so that an older gpudiag can read a newer snapshot.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -101,6 +102,12 @@ def _req(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where:
     return _opt(obj, key, kind, where)
 
 
+def _present(obj: Mapping[str, Any], key: str, where: str) -> bool:
+    if key not in obj:
+        raise SnapshotError(f"{where}.{key} is required")
+    return True
+
+
 def _list(obj: Mapping[str, Any], key: str, where: str) -> list[Any]:
     value = obj.get(key)
     if value is None:
@@ -133,7 +140,8 @@ def _mig_from_json(raw: object, where: str) -> MigDevice:
 def _process_from_json(raw: object, where: str) -> GpuProcess:
     d = _obj(raw, where)
     return GpuProcess(
-        pid=_req(d, "pid", int, where),
+        # Required key; null only in a redacted snapshot (docs/snapshot.md).
+        pid=_present(d, "pid", where) and _opt(d, "pid", int, where),
         used_memory_mib=_opt(d, "used_memory_mib", int, where),
         name=_opt(d, "name", str, where),
     )
@@ -552,6 +560,20 @@ def load_snapshot(path: str | Path) -> Snapshot:
         return snapshot_from_json(data)
     except SnapshotError as exc:
         raise SnapshotError(f"snapshot {p} is invalid: {exc}") from None
+
+
+def redact_snapshot(snap: Snapshot) -> Snapshot:
+    """The snapshot without what identifies a machine or its users, for a public
+    bug report: the host name, and every process's PID and name (null). Process
+    memory stays: health findings need it."""
+    gpus = tuple(
+        dataclasses.replace(
+            gpu,
+            processes=tuple(dataclasses.replace(p, pid=None, name=None) for p in gpu.processes),
+        )
+        for gpu in snap.gpus
+    )
+    return dataclasses.replace(snap, hostname=None, gpus=gpus)
 
 
 def dump_snapshot(snap: Snapshot) -> str:

@@ -89,3 +89,32 @@ def test_snapshot_dash_o_through_the_cli(tmp_path: Path, monkeypatch: pytest.Mon
     assert result.exit_code == 0, result.output
     assert not (tmp_path / "elsewhere.json").exists()
     assert json.loads(out.read_text())["schema"] == "gpudiag-snapshot/1"
+
+
+def test_snapshot_redact_drops_hostnames_process_names_and_pids(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gpudiag import collect
+
+    from .conftest import load_fixture
+
+    machine = load_fixture("a100x8")
+    assert machine.hostname and any(g.processes for g in machine.gpus)
+    monkeypatch.setattr(collect, "collect_snapshot", lambda **_: machine)
+    out = tmp_path / "public.json"
+    result = CliRunner().invoke(main, ["snapshot", "--redact", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    text = out.read_text()
+    doc = json.loads(text)
+    assert doc["hostname"] is None
+    processes = [p for g in doc["gpus"] for p in g["processes"]]
+    assert processes and all(p["pid"] is None and p["name"] is None for p in processes)
+    assert all(p["used_memory_mib"] is not None for p in processes)
+    assert machine.hostname not in text
+    for gpu in machine.gpus:
+        for proc in gpu.processes:
+            assert f'"pid": {proc.pid}' not in text
+            assert proc.name is None or f'"{proc.name}"' not in text
+    # The redacted file replays: the health finding is still there, without PIDs.
+    check = CliRunner().invoke(main, ["check", "--snapshot", str(out)])
+    assert "HEALTH-FOREIGN-PROCESSES" in check.output and "pid redacted" in check.output

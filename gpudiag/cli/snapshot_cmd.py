@@ -37,12 +37,20 @@ enumeration order (cuda_order) when a driver is present.""",
     default=False,
     help="Do not ask torch (saves its import time; the snapshot's torch is null).",
 )
-def snapshot(output: str | None, no_torch: bool) -> None:
+@click.option(
+    "--redact",
+    is_flag=True,
+    default=False,
+    help="Leave out the host name and every GPU process's PID and name (null), so "
+    "the snapshot can go into a public bug report.",
+)
+def snapshot(output: str | None, no_torch: bool, redact: bool = False) -> None:
     """Capture this machine's GPUs, driver and torch view as JSON."""
     from gpudiag.collect import collect_snapshot
-    from gpudiag.snapshot import dump_snapshot
+    from gpudiag.snapshot import dump_snapshot, redact_snapshot
 
-    text = dump_snapshot(collect_snapshot(with_torch=not no_torch))
+    captured = collect_snapshot(with_torch=not no_torch)
+    text = dump_snapshot(redact_snapshot(captured) if redact else captured)
     if output is None:
         click.echo(text, nl=False)
         raise SystemExit(OK)
