@@ -226,8 +226,8 @@ def test_help_teaches_and_never_imports_torch() -> None:
 @pytest.mark.parametrize(
     ("args", "env", "needle"),
     [
-        (["--timeout", "0"], {}, "--timeout must be a positive number"),
-        (["--timeout", "nan"], {}, "--timeout must be a positive number"),
+        (["--timeout", "0"], {}, "--timeout must be more than 0 and at most 3600"),
+        (["--timeout", "nan"], {}, "--timeout must be more than 0 and at most 3600"),
         (["--device-ids", "0,x"], {}, "'x' is not an integer"),
         (["--device-ids", "1,1"], {}, "ordinal 1 appears twice"),
         (["--device-ids", "²"], {}, "'²' is not an integer"),

@@ -67,10 +67,11 @@ def list_cmd(
         doc = list_to_json(
             snapshot, inventory, resolution, resolution_to_json(resolution), findings
         )
-        write_json_out(json_out, json.dumps(doc, indent=2))
+        doc_text = json.dumps(doc, indent=2)
+        write_json_out(json_out, doc_text)
         say_dropped(dropped)
         if as_json:
-            click.echo(json.dumps(doc, indent=2))
+            click.echo(doc_text)
             raise SystemExit(OK)
     else:
         say_dropped(dropped)
