@@ -172,3 +172,30 @@ def test_mutated_snapshots(command: list[str], fixture: str, data: st.DataObject
         path = Path(tmp) / "snap.json"
         path.write_bytes(raw)
         _invoke([*command, "--snapshot", str(path)], _environment({}))
+
+
+@_SETTINGS
+@given(env=st.dictionaries(st.sampled_from(_ENV_NAMES), _TEXT, max_size=8))
+def test_probe_launcher_variables(env: dict[str, str]) -> None:
+    # The probe's reading of torchrun/Slurm variables: a LaunchEnv, or bad
+    # input (exit 2 in the CLI), never another exception. Pure, so cheap to fuzz.
+    from gpudiag.errors import GpudiagInputError
+    from gpudiag.probes import runner
+
+    clean = {k: v for k, v in _environment(env).items() if v is not None}
+    try:
+        launch = runner.detect_launch(clean)
+    except GpudiagInputError as exc:
+        assert "\n" not in str(exc)
+        launch = None
+    if launch is not None:
+        assert 0 <= launch.rank < launch.world_size
+    token = runner.rendezvous_token(launch, clean)
+    assert token
+    saved = os.environ.copy()
+    try:
+        os.environ.update(clean)
+        assert runner._threads_per_child(2) >= 1
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
