@@ -235,3 +235,13 @@ def test_the_cli_bounds_hold_in_a_real_process(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert sys.executable
+
+
+def test_big_list_json_is_compact_small_is_indented(tmp_path: Path) -> None:
+    small = CliRunner().invoke(main, ["list", "--snapshot", str(fixture_path("a100x8")), "--json"])
+    assert small.stdout.startswith("{\n  ")
+    path = _write(tmp_path, json.dumps(_doc(gpus=_gpus(1500))))
+    big = CliRunner().invoke(main, ["list", "--snapshot", str(path), "--json"])
+    assert big.exit_code == 0
+    assert big.stdout.count("\n") == 1
+    assert len(json.loads(big.stdout)["gpus"]) == 1500

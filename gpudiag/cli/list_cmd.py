@@ -17,6 +17,16 @@ from gpudiag.cli.gate import (
 )
 from gpudiag.cli.options import json_option, snapshot_option, visible_options
 
+#: Above this many GPUs the JSON document is printed without indentation:
+#: Python's C encoder does not indent, and its pure-Python one takes 5 s of a
+#: 100,000-GPU list (docs/cli.md). The content is the same.
+INDENT_MAX_ITEMS = 1024
+
+
+def json_text(doc: object, *, items: int) -> str:
+    """The JSON document, indented unless it lists more than INDENT_MAX_ITEMS items."""
+    return json.dumps(doc, indent=2 if items <= INDENT_MAX_ITEMS else None)
+
 
 @click.command(
     "list",
@@ -67,7 +77,7 @@ def list_cmd(
         doc = list_to_json(
             snapshot, inventory, resolution, resolution_to_json(resolution), findings
         )
-        doc_text = json.dumps(doc, indent=2)
+        doc_text = json_text(doc, items=len(snapshot.gpus))
         write_json_out(json_out, doc_text)
         say_dropped(dropped)
         if as_json:
