@@ -151,3 +151,29 @@ def test_gpudiag_environment_settings() -> None:
     assert json.loads(visible.stdout)["resolution"]["spec"] == "1"
     bad = runner.invoke(main, ["probe", "single"], env={"GPUDIAG_PROBE_TIMEOUT": "1e10"})
     assert bad.exit_code == 2
+
+
+def test_undecodable_bytes_in_argv_are_bad_input() -> None:
+    # Found by the fuzz bench: Python turns undecodable argv bytes into lone
+    # surrogates (PEP 383), which crashed the first print.
+    proc = subprocess.run(
+        [os.fsencode(sys.executable), b"-m", b"gpudiag", b"list", b"--snapshot",
+         os.fsencode(A100), b"--visible", b"\xff"],
+        capture_output=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.decode().strip().splitlines() == [
+        "gpudiag: error: argument '\\\\udcff' is not valid UTF-8 text"
+    ]
+    result = CliRunner().invoke(main, ["list", "--snapshot", A100, "--visible", "\ud800"])
+    assert result.exit_code == 2
+
+
+def test_undecodable_bytes_in_the_environment_never_crash() -> None:
+    env = {**os.environ, "SLURM_JOB_GPUS": "\udcff", "GPUDIAG_CHECK_VISIBLE": "\udcff"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpudiag", "check", "--snapshot", A100],
+        capture_output=True, timeout=60, env=env,
+    )  # fmt: skip
+    assert proc.returncode in (0, 1, 2), proc.stderr
+    assert b"Traceback" not in proc.stderr

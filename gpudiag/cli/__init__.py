@@ -29,6 +29,13 @@ class _Group(click.Group):
         except GpudiagInputError as exc:
             click.echo(f"gpudiag: error: {exc}", err=True)
             ctx.exit(BAD_INPUT)
+        except UnicodeEncodeError:
+            # A value that is not text: Python decodes undecodable bytes in argv
+            # and the environment to lone surrogates (PEP 383), which no output
+            # can print. The arguments are checked in main(); this is for the
+            # environment (e.g. SLURM_JOB_GPUS=$'\xff').
+            _say("gpudiag: error: an input value is not valid UTF-8 text")
+            ctx.exit(BAD_INPUT)
         except KeyboardInterrupt:
             # Ctrl-C: 128 + SIGINT, as shells report it (click would say 1, "errors found").
             _say("gpudiag: interrupted")
@@ -44,6 +51,12 @@ class _Group(click.Group):
         """click's main, with the same output rule for --help and --version."""
         if sys.stdout is None:  # started with stdout closed (`gpudiag list >&-`)
             sys.stdout = _ClosedOutput()
+        argv = kwargs.get("args", args[0] if args else None)
+        for arg in sys.argv[1:] if argv is None else argv:
+            if isinstance(arg, str) and not _is_text(arg):
+                shown = arg.encode("utf-8", "backslashreplace").decode("ascii", "replace")
+                _say(f"gpudiag: error: argument {shown[:60]!r} is not valid UTF-8 text")
+                sys.exit(BAD_INPUT)
         try:
             result = super().main(*args, **kwargs)
         except OSError as exc:  # --help/--version into /dev/full: click re-raises
@@ -55,6 +68,14 @@ class _Group(click.Group):
                 _output_failed(OSError(errno.EPIPE, os.strerror(errno.EPIPE)))
             raise
         return result
+
+
+def _is_text(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 class _ClosedOutput(io.TextIOBase):
