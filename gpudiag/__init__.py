@@ -4,14 +4,20 @@ Importing this package is cheap and never imports torch, pynvml or GPUtil; the
 backends load them on first use, and torch/CUDA are only ever queried in child
 processes so that the caller's ``CUDA_VISIBLE_DEVICES`` is never frozen.
 
-The Python API (``gpudiag.check``, ``gpudiag.guard``, ``gpudiag.GpuConfigError``)
-is loaded on first access.
+The Python API (``gpudiag.check``, ``gpudiag.guard``, ``gpudiag.GpuConfigError``,
+and the ``gpudiag.Report`` / ``gpudiag.Finding`` they return) is loaded on
+first access; type checkers see the real signatures (the package is ``py.typed``).
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the real types for type checkers (py.typed); loaded lazily at run time
+    from gpudiag.api import GpuConfigError, check, guard
+    from gpudiag.core.check import Report
+    from gpudiag.model import Finding
 
 __version__ = "0.1.0"
 
@@ -20,9 +26,10 @@ __version__ = "0.1.0"
 #: Captured here, not in ``gpudiag.api``, which loads only on first use.
 CVD_AT_IMPORT: str | None = os.environ.get("CUDA_VISIBLE_DEVICES")
 
-__all__ = ["GpuConfigError", "__version__", "check", "guard"]
+__all__ = ["Finding", "GpuConfigError", "Report", "__version__", "check", "guard"]
 
 _API = {"check", "guard", "GpuConfigError"}
+_TYPES = {"Report": "gpudiag.core.check", "Finding": "gpudiag.model"}
 
 
 def __getattr__(name: str) -> Any:
@@ -31,4 +38,8 @@ def __getattr__(name: str) -> Any:
         from gpudiag import api
 
         return getattr(api, name)
+    if name in _TYPES:
+        import importlib
+
+        return getattr(importlib.import_module(_TYPES[name]), name)
     raise AttributeError(f"module 'gpudiag' has no attribute {name!r}")

@@ -45,7 +45,75 @@ class GpuConfigError(RuntimeError):
         super().__init__("\n".join(lines))
 
 
-def _machine(snapshot: str | Snapshot | None, deep: bool = False) -> Snapshot:
+_INT_PARAMS = ("output_device", "set_device", "batch_size", "nproc_per_node", "expect_gpus")
+_CHOICES = {"backend": ("nccl", "gloo"), "amp": ("bf16", "fp16")}
+_ORDERS = ("PCI_BUS_ID", "FASTEST_FIRST")
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def validate_arguments(function: str, arguments: Mapping[str, Any]) -> None:
+    """Checks :func:`check`'s / :func:`guard`'s keyword arguments, in Python's terms.
+
+    Raises:
+        TypeError: an argument of the wrong type, naming the parameter.
+        ValueError: a value outside its choices.
+    """
+
+    def fail(kind: type[Exception], name: str, wanted: str) -> None:
+        value = arguments[name]
+        raise kind(
+            f"{function}(): {name} must be {wanted}, not {type(value).__name__} {_shown(value)}"
+        )
+
+    snapshot = arguments.get("snapshot")
+    if snapshot is not None and not isinstance(snapshot, (str, os.PathLike, Snapshot)):
+        fail(TypeError, "snapshot", "a file path (str or os.PathLike), a Snapshot or None")
+    for name in ("visible", "order"):
+        value = arguments.get(name)
+        if value is not None and value is not FROM_SNAPSHOT and not isinstance(value, str):
+            fail(TypeError, name, "a str or None")
+    order = arguments.get("order")
+    if isinstance(order, str) and order not in _ORDERS:
+        fail(ValueError, "order", "'PCI_BUS_ID', 'FASTEST_FIRST' or None")
+    ids = arguments.get("device_ids")
+    if ids is not None and (
+        isinstance(ids, (str, bytes))
+        or not isinstance(ids, Sequence)
+        or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids)
+    ):
+        fail(TypeError, "device_ids", "a sequence of int (e.g. [0, 1]) or None")
+    for name in _INT_PARAMS:
+        value = arguments.get(name)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+            fail(TypeError, name, "an int or None")
+    for name in ("batch_size", "nproc_per_node", "expect_gpus"):
+        value = arguments.get(name)
+        if isinstance(value, int) and value < (0 if name == "expect_gpus" else 1):
+            fail(ValueError, name, "0 or more" if name == "expect_gpus" else "1 or more")
+    for name in ("dataparallel", "strict"):
+        if name in arguments and not isinstance(arguments[name], bool):
+            fail(TypeError, name, "True or False")
+    for name in ("module_device", *_CHOICES):
+        value = arguments.get(name)
+        if value is not None and not isinstance(value, str):
+            fail(TypeError, name, "a str or None")
+    for name, choices in _CHOICES.items():
+        value = arguments.get(name)
+        if isinstance(value, str) and value.lower() not in choices:
+            fail(ValueError, name, " or ".join(repr(c) for c in choices) + " or None")
+    env = arguments.get("env")
+    if env is not None and (
+        not isinstance(env, Mapping)
+        or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())
+    ):
+        fail(TypeError, "env", "a mapping of str to str (like os.environ) or None")
+
+
+def _machine(snapshot: str | os.PathLike[str] | Snapshot | None, deep: bool = False) -> Snapshot:
     if isinstance(snapshot, Snapshot):
         return snapshot
     from gpudiag.machine import load_machine
@@ -53,13 +121,13 @@ def _machine(snapshot: str | Snapshot | None, deep: bool = False) -> Snapshot:
     # Without deep, torch is imported (in a child) only when its installed build
     # points at a problem: a job start should not pay seconds for torch twice.
     return load_machine(
-        None if snapshot is None else str(snapshot), torch="deep" if deep else "auto"
+        None if snapshot is None else os.fspath(snapshot), torch="deep" if deep else "auto"
     )
 
 
 def check(
     *,
-    snapshot: str | Snapshot | None = None,
+    snapshot: str | os.PathLike[str] | Snapshot | None = None,
     visible: str | _FromSnapshot | None = FROM_SNAPSHOT,
     order: str | _FromSnapshot | None = FROM_SNAPSHOT,
     device_ids: Sequence[int] | None = None,
@@ -93,7 +161,17 @@ def check(
 
     Returns:
         The :class:`Report` (``report.ok``, ``report.findings``, ``report.to_json()``).
+
+    Raises:
+        TypeError: an argument of the wrong type (the message names it).
+        ValueError: a value outside its choices, e.g. ``backend="mpi"``.
+        gpudiag.snapshot.SnapshotError: an unreadable or malformed snapshot file.
     """
+    validate_arguments("gpudiag.check", locals())
+    if isinstance(backend, str):
+        backend = backend.lower()
+    if isinstance(amp, str):
+        amp = amp.lower()
     machine = _machine(snapshot, deep)
     driver = None
     port_prober = None
@@ -191,7 +269,7 @@ def guard(
     backend: str | None = None,
     amp: str | None = None,
     strict: bool = False,
-    snapshot: str | Snapshot | None = None,
+    snapshot: str | os.PathLike[str] | Snapshot | None = None,
     env: Mapping[str, str] | None = None,
     deep: bool = False,
     launcher: str | None = None,
@@ -220,7 +298,10 @@ def guard(
 
     Raises:
         GpuConfigError: errors found (or warnings, under ``strict``).
+        TypeError: an argument of the wrong type (the message names it).
+        ValueError: a value outside its choices.
     """
+    validate_arguments("gpudiag.guard", locals())
     initialised, torch_uuids = _torch_state()
     if not initialised or torch_uuids is None:
         initialised, torch_uuids = _driver_state(initialised, torch_uuids)

@@ -39,7 +39,8 @@ class MigDevice:
 class GpuProcess:
     """A compute process holding GPU memory (``nvidia-smi --query-compute-apps``)."""
 
-    pid: int
+    #: None in a redacted snapshot (``gpudiag snapshot --redact``).
+    pid: int | None
     used_memory_mib: int | None = None
     name: str | None = None
 

@@ -12,12 +12,31 @@ import re
 
 from gpudiag.errors import GpudiagInputError
 
-_INT_RE = re.compile(r"[+-]?[0-9]{1,18}")
+#: The most digits any integer gpudiag reads may have: every count, index and
+#: size fits, and ``int()`` of it is cheap and cannot hit Python's 4,300-digit limit.
+MAX_INT_DIGITS = 18
+_INT_RE = re.compile(rf"[+-]?[0-9]{{1,{MAX_INT_DIGITS}}}")
 
 
 def is_int_text(text: str) -> bool:
     """True when ``text`` (already trimmed) is a plain decimal integer."""
     return _INT_RE.fullmatch(text) is not None
+
+
+def int_or_none(text: str, *, minimum: int | None = None) -> int | None:
+    """``text`` (trimmed) as an integer, or None when it is not a plain decimal
+    integer of at most 18 digits or is below ``minimum``. Never raises.
+
+    For values where a bad one is not an error of its own, e.g. a
+    ``SLURM_JOB_GPUS`` entry that may also be a UUID, or ``OMP_NUM_THREADS``.
+    """
+    value = text.strip()
+    if not is_int_text(value):
+        return None
+    number = int(value)
+    if minimum is not None and number < minimum:
+        return None
+    return number
 
 
 def parse_int(name: str, text: str, *, minimum: int | None = None) -> int:

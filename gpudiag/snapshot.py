@@ -7,9 +7,15 @@ may grow), so that an older gpudiag can read a newer snapshot.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+import os
+import re
+import stat
 from collections.abc import Mapping
+from itertools import accumulate, repeat
+from operator import sub
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +32,7 @@ from gpudiag.model import (
     TorchDevice,
     TorchInfo,
 )
+from gpudiag.parsing import MAX_INT_DIGITS
 
 
 class SnapshotError(GpudiagInputError):
@@ -63,6 +70,15 @@ def _opt(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where:
     value = obj.get(key)
     if value is None:
         return None
+    # Fast paths for the common exact types (a 100,000-GPU snapshot calls this
+    # millions of times); everything else takes the careful path below.
+    value_type = type(value)
+    if value_type is kind and value_type is not int and value_type is not float:
+        return value
+    if value_type is int and (kind is int or kind == (int, float)):
+        if value < 0 and key in _NON_NEGATIVE:
+            raise SnapshotError(f"{where}.{key} must not be negative, got {value}")
+        return value
     # bool is an int subclass: reject it where an int is wanted.
     if isinstance(value, bool) and kind in (int, float, (int, float)):
         raise SnapshotError(f"{where}.{key} must be {_kind_name(kind)}, not {_type_name(value)}")
@@ -86,6 +102,12 @@ def _req(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where:
     if key not in obj or obj[key] is None:
         raise SnapshotError(f"{where}.{key} is required")
     return _opt(obj, key, kind, where)
+
+
+def _present(obj: Mapping[str, Any], key: str, where: str) -> bool:
+    if key not in obj:
+        raise SnapshotError(f"{where}.{key} is required")
+    return True
 
 
 def _list(obj: Mapping[str, Any], key: str, where: str) -> list[Any]:
@@ -120,7 +142,8 @@ def _mig_from_json(raw: object, where: str) -> MigDevice:
 def _process_from_json(raw: object, where: str) -> GpuProcess:
     d = _obj(raw, where)
     return GpuProcess(
-        pid=_req(d, "pid", int, where),
+        # Required key; null only in a redacted snapshot (docs/snapshot.md).
+        pid=_present(d, "pid", where) and _opt(d, "pid", int, where),
         used_memory_mib=_opt(d, "used_memory_mib", int, where),
         name=_opt(d, "name", str, where),
     )
@@ -478,30 +501,152 @@ def snapshot_to_json(snap: Snapshot) -> dict[str, Any]:
     }
 
 
+#: The largest snapshot file read (docs/snapshot.md). A real 8-GPU capture is
+#: under 40 KiB; the bound stops /dev/zero-like and padded files before parsing.
+MAX_SNAPSHOT_BYTES = 64 * 1024 * 1024
+#: Deepest nesting of arrays and objects accepted; the schema needs 4.
+MAX_NESTING = 32
+
+#: A JSON number outside strings with more digits than this in a row is refused
+#: before parsing: ``int()`` refuses over 4,300 digits (a ValueError), and
+#: where that limit is off (PYTHONINTMAXSTRDIGITS=0) conversion is quadratic.
+#: ``repr`` of a float never writes more than 17 digits in a row.
+_LONG_NUMBER_RE = re.compile(f"[0-9]{{{MAX_INT_DIGITS + 1},}}")
+_SURROGATE_ESCAPE_RE = re.compile(r"\\u[dD][89a-fA-F]")
+_BRACKET_STEPS = bytes.maketrans(b"[{]}", b"\x02\x02\x00\x00")
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+
+
+def _outside_strings(text: str) -> str:
+    """``text`` with every JSON string's content removed, in linear C-speed passes.
+
+    Escaped backslashes go first, then escaped quotes, so that every ``"`` left
+    opens or closes a string; the pieces between them alternate.
+    """
+    plain = text.replace("\\\\", "").replace('\\"', "")
+    return "".join(plain.split('"')[0::2])
+
+
+def _nesting_depth(outside: str) -> int:
+    """The deepest nesting of ``[``/``{`` in ``outside`` (strings already removed)."""
+    brackets = outside.encode("utf-8", "surrogatepass").translate(None, _NOT_BRACKETS)
+    steps = brackets.translate(_BRACKET_STEPS)  # open: 2, close: 0; minus 1 each
+    return max(accumulate(map(sub, steps, repeat(1))), default=0)
+
+
+def _json_constant(text: str) -> float:
+    # NaN and Infinity are not JSON (RFC 8259); Python's json reads them.
+    raise SnapshotError(f"{text} is not a JSON number")
+
+
+def parse_snapshot_text(text: str, name: str = "snapshot") -> Any:
+    """Parse snapshot JSON with every input bounded; raises SnapshotError (one line).
+
+    Numbers have at most 18 digits in a row, NaN/Infinity are refused, nesting
+    is at most MAX_NESTING deep, and no string may hold a lone UTF-16 surrogate
+    (``"\\ud800"``: valid JSON syntax, but no UTF-8 text can carry it, so it
+    would crash every later print). Each check is a linear pass.
+    """
+    outside = _outside_strings(text)
+    long_number = _LONG_NUMBER_RE.search(outside)
+    if long_number is not None:
+        raise SnapshotError(
+            f"{name} holds a number with {len(long_number.group())} digits; numbers have "
+            f"at most {MAX_INT_DIGITS}"
+        )
+    if _nesting_depth(outside) > MAX_NESTING:
+        raise SnapshotError(f"{name} is nested more than {MAX_NESTING} levels deep")
+    try:
+        data = json.loads(text, parse_constant=_json_constant)
+    except SnapshotError as exc:
+        raise SnapshotError(f"{name}: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise SnapshotError(
+            f"{name} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from None
+    except (ValueError, RecursionError) as exc:  # a backstop; the checks above come first
+        raise SnapshotError(f"{name} is not valid JSON ({type(exc).__name__})") from None
+    if _SURROGATE_ESCAPE_RE.search(text) is not None:
+        try:
+            json.dumps(data, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise SnapshotError(
+                f"{name} holds a lone UTF-16 surrogate (a \\ud800-\\udfff escape "
+                "without its pair); strings must be valid Unicode"
+            ) from None
+    return data
+
+
+def _read_bounded(p: Path) -> bytes:
+    """The file's bytes: a regular file of at most MAX_SNAPSHOT_BYTES, or an error.
+
+    Opened with O_NONBLOCK so that a FIFO cannot block the open, then checked
+    with fstat before anything is read: ``/dev/zero``, a FIFO or a directory is
+    refused at once, and a huge file is refused by its size, unread.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(p, flags)
+    except OSError as exc:
+        raise SnapshotError(f"cannot read snapshot {p}: {exc.strerror or exc}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise SnapshotError(f"snapshot {p} is not a regular file")
+        if info.st_size > MAX_SNAPSHOT_BYTES:
+            raise SnapshotError(
+                f"snapshot {p} is {info.st_size} bytes; snapshots are limited to 64 MiB"
+            )
+        chunks = []
+        total = 0
+        while True:  # to EOF, but never past the limit (a file that is still growing)
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            total += len(chunk)
+            if total > MAX_SNAPSHOT_BYTES:
+                raise SnapshotError(f"snapshot {p} grew past the 64 MiB limit while read")
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except OSError as exc:
+        raise SnapshotError(f"cannot read snapshot {p}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+
+
 def load_snapshot(path: str | Path) -> Snapshot:
     """Read a snapshot file.
 
     Raises:
-        SnapshotError: unreadable file, invalid JSON, or wrong schema; the
-            message names the file and the problem in one line.
+        SnapshotError: unreadable file, not a regular file, over 64 MiB, invalid
+            JSON, unbounded input, or wrong schema; the message names the file
+            and the problem in one line.
     """
     p = Path(path)
+    raw = _read_bounded(p)
     try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SnapshotError(f"cannot read snapshot {p}: {exc.strerror or exc}") from None
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise SnapshotError(f"snapshot {p} is not UTF-8 text") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise SnapshotError(
-            f"snapshot {p} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-        ) from None
+    data = parse_snapshot_text(text, f"snapshot {p}")
     try:
         return snapshot_from_json(data)
     except SnapshotError as exc:
         raise SnapshotError(f"snapshot {p} is invalid: {exc}") from None
+
+
+def redact_snapshot(snap: Snapshot) -> Snapshot:
+    """The snapshot without what identifies a machine or its users, for a public
+    bug report: the host name, and every process's PID and name (null). Process
+    memory stays: health findings need it."""
+    gpus = tuple(
+        dataclasses.replace(
+            gpu,
+            processes=tuple(dataclasses.replace(p, pid=None, name=None) for p in gpu.processes),
+        )
+        for gpu in snap.gpus
+    )
+    return dataclasses.replace(snap, hostname=None, gpus=gpus)
 
 
 def dump_snapshot(snap: Snapshot) -> str:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ctypes.util
 import json
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -25,7 +24,7 @@ from gpudiag.backends.cudadrv import (
     format_uuid,
     parse_child_output,
 )
-from gpudiag.backends.subproc import ChildResult
+from gpudiag.backends.subproc import ChildResult, python_module_argv
 
 NO_LIBCUDA = ctypes.util.find_library("cuda") is None
 needs_no_driver = pytest.mark.skipif(not NO_LIBCUDA, reason="this machine has libcuda")
@@ -174,7 +173,7 @@ def test_child_gets_the_candidate_environment(
     found = driver_enumeration(spec, order, timeout_s=5.0, runner=runner)
     assert found.ok and found.uuids == ("GPU-9942190a-aa31-4ff1-4aa9-c388d80f85f1",)
     ((argv, env, timeout_s),) = runner.calls
-    assert argv == [sys.executable, "-m", CHILD_MODULE]
+    assert argv == python_module_argv(CHILD_MODULE)
     assert env.get("CUDA_VISIBLE_DEVICES") == env_cvd
     assert env.get("CUDA_DEVICE_ORDER") == env_order
     assert timeout_s == 5.0

@@ -308,8 +308,8 @@ def test_device_cpu_never_touches_a_present_gpu(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "env", "needle"),
     [
-        (["--timeout", "0"], {}, "--timeout must be a positive number"),
-        (["--timeout", "nan"], {}, "--timeout must be a positive number"),
+        (["--timeout", "0"], {}, "--timeout must be more than 0 and at most 3600"),
+        (["--timeout", "nan"], {}, "--timeout must be more than 0 and at most 3600"),
         (["--device-ids", "0,x"], {}, "'x' is not an integer"),
         (["--device-ids", "1,1"], {}, "ordinal 1 appears twice"),
         (["--device-ids", "²"], {}, "'²' is not an integer"),

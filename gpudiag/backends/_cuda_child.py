@@ -20,6 +20,9 @@ import json
 import sys
 from typing import Any
 
+#: The driver's soname, never a path: with no slash, dlopen searches only
+#: LD_LIBRARY_PATH (cudadrv.py passes only its absolute entries), the ld.so
+#: cache and the system directories, never the working directory (dlopen(3)).
 LIBCUDA = "libcuda.so.1"
 
 

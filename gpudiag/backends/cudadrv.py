@@ -14,6 +14,7 @@ parent GPU's), and a device whose two answers differ is a MIG device.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,6 +93,22 @@ def parse_child_output(payload: Any) -> DriverEnumeration:
     return DriverEnumeration(ok=True, uuids=tuple(uuids), pci_bus_ids=tuple(buses))
 
 
+def absolute_library_path(value: str | None) -> str | None:
+    """``LD_LIBRARY_PATH`` without its empty and relative entries (None when none is left).
+
+    The child loads libcuda by its soname (``libcuda.so.1``, no slash), so the
+    dynamic linker searches LD_LIBRARY_PATH, the ld.so cache and the system
+    directories, never the working directory itself. But glibc reads an empty
+    entry (``/opt/lib::``, a trailing ``:``) or a relative one as "relative to
+    the current directory" (ld.so(8)), which would let a ``libcuda.so.1`` there
+    run in the child. Absolute entries, e.g. a cluster module's driver path, stay.
+    """
+    if value is None:
+        return None
+    kept = [entry for entry in value.split(":") if entry.startswith("/")]
+    return ":".join(kept) if kept else None
+
+
 def driver_enumeration(
     spec: str | None,
     order: str | None,
@@ -106,7 +123,13 @@ def driver_enumeration(
         timeout_s: hard limit for the child.
         runner: the child-process seam (tests replace it).
     """
-    env = child_env({"CUDA_VISIBLE_DEVICES": spec, "CUDA_DEVICE_ORDER": order})
+    env = child_env(
+        {
+            "CUDA_VISIBLE_DEVICES": spec,
+            "CUDA_DEVICE_ORDER": order,
+            "LD_LIBRARY_PATH": absolute_library_path(os.environ.get("LD_LIBRARY_PATH")),
+        }
+    )
     payload, error = query_child(CHILD_MODULE, env, timeout_s, runner, "CUDA child")
     if payload is None:
         return DriverEnumeration(ok=False, error=error)

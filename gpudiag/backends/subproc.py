@@ -65,9 +65,34 @@ def _text(data: bytes | str | None) -> str:
     return data
 
 
+#: Run a module as ``python -m`` would, but without the current directory on
+#: the import path. ``python -m`` and ``python -c`` put the working directory
+#: first on ``sys.path``, so a ``json.py``, ``torch.py`` or ``gpudiag/`` in the
+#: directory where a user runs gpudiag would replace ours. ``-P`` (and
+#: ``PYTHONSAFEPATH``) prevent that only on Python 3.11+, and ``-I`` also drops
+#: ``PYTHONPATH`` and the user site-packages, which users legitimately rely on
+#: (a torch installed with ``pip install --user`` or a cluster module's
+#: PYTHONPATH). So, on every Python >= 3.10: ``-c`` runs this bootstrap, which
+#: removes the one entry ``-c`` added (``''``, the working directory) before
+#: anything is imported from ``sys.path``, then runs the module as
+#: ``__main__``. Under ``-P``/``PYTHONSAFEPATH`` nothing was added and nothing
+#: is removed. ``sys`` is built in; ``runpy`` is imported only after the removal.
+_SAFE_BOOTSTRAP = (
+    "import sys\n"
+    "if not getattr(sys.flags, 'safe_path', False) and sys.path and sys.path[0] == '':\n"
+    "    del sys.path[0]\n"
+    "import runpy\n"
+    "runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)\n"
+)
+
+
 def python_module_argv(module: str, *args: str) -> list[str]:
-    """argv that runs ``python -m module args…`` with this interpreter."""
-    return [sys.executable, "-m", module, *args]
+    """argv that runs ``python -m module args…`` with this interpreter, safely.
+
+    Unlike ``python -m``, the child never imports from the current directory
+    (see ``_SAFE_BOOTSTRAP``); ``sys.argv[1:]`` in the module is ``args``.
+    """
+    return [sys.executable, "-c", _SAFE_BOOTSTRAP, module, *args]
 
 
 def child_env(overrides: Mapping[str, str | None] | None = None) -> dict[str, str]:

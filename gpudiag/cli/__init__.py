@@ -6,14 +6,16 @@ must stay cheap: no torch, no pynvml, no GPUtil at module level.
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import io
 import os
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
-from gpudiag.cli.exitcodes import BAD_INPUT
+from gpudiag.cli.exitcodes import BAD_INPUT, INTERRUPTED
 from gpudiag.cli.options import launcher_local_rank_option
 from gpudiag.cli.version import print_version
 from gpudiag.errors import GpudiagInputError
@@ -30,14 +32,77 @@ class _Group(click.Group):
 
             click.echo(f"gpudiag: error: {safe(str(exc))}", err=True)
             ctx.exit(BAD_INPUT)
-        except OSError as exc:
-            if exc.errno == errno.EPIPE:
-                raise  # click's own handling of `gpudiag … | head`
-            # stdout is unwritable (a full disk, /dev/full): say so in one line,
-            # and drop what is still buffered so exit does not fail again.
-            click.echo(f"gpudiag: error: cannot write output: {exc.strerror or exc}", err=True)
-            _discard_stdout()
+        except UnicodeEncodeError:
+            # A value that is not text: Python decodes undecodable bytes in argv
+            # and the environment to lone surrogates (PEP 383), which no output
+            # can print. The arguments are checked in main(); this is for the
+            # environment (e.g. SLURM_JOB_GPUS=$'\xff').
+            _say("gpudiag: error: an input value is not valid UTF-8 text")
             ctx.exit(BAD_INPUT)
+        except KeyboardInterrupt:
+            # Ctrl-C: 128 + SIGINT, as shells report it (click would say 1, "errors found").
+            _say("gpudiag: interrupted")
+            ctx.exit(INTERRUPTED)
+        except OSError as exc:
+            # One rule (docs/cli.md): standard output that cannot be written
+            # (a reader that closed the pipe, a closed stdout, a full disk) is
+            # exit 2 with one line on stderr; what is still buffered is dropped
+            # so that the exit itself does not fail again.
+            _output_failed(exc)
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        """click's main, with the same output rule for --help and --version."""
+        if sys.stdout is None:  # started with stdout closed (`gpudiag list >&-`)
+            sys.stdout = _ClosedOutput()
+        argv = kwargs.get("args", args[0] if args else None)
+        for arg in sys.argv[1:] if argv is None else argv:
+            if isinstance(arg, str) and not _is_text(arg):
+                shown = arg.encode("utf-8", "backslashreplace").decode("ascii", "replace")
+                _say(f"gpudiag: error: argument {shown[:60]!r} is not valid UTF-8 text")
+                sys.exit(BAD_INPUT)
+        try:
+            result = super().main(*args, **kwargs)
+        except OSError as exc:  # --help/--version into /dev/full: click re-raises
+            _output_failed(exc)
+        except SystemExit as exc:
+            # click answers a broken pipe outside a command (--help | true)
+            # with exit 1 and a silenced stdout; the rule says 2.
+            if exc.code == 1 and "PacifyFlushWrapper" in type(sys.stdout).__name__:
+                _output_failed(OSError(errno.EPIPE, os.strerror(errno.EPIPE)))
+            raise
+        return result
+
+
+def _is_text(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+class _ClosedOutput(io.TextIOBase):
+    """Stands in for a closed stdout: every write fails, as writing to fd 1 would."""
+
+    encoding = "utf-8"
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.EBADF, "standard output is closed")
+
+
+def _output_failed(exc: OSError) -> NoReturn:
+    _say(f"gpudiag: error: cannot write output: {exc.strerror or exc}")
+    _discard_stdout()
+    sys.exit(BAD_INPUT)
+
+
+def _say(text: str) -> None:
+    """One line on stderr, never raising (stderr may be closed too)."""
+    with contextlib.suppress(OSError, ValueError):
+        click.echo(text, err=True)
 
 
 def _discard_stdout() -> None:
@@ -45,13 +110,17 @@ def _discard_stdout() -> None:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
-    except (OSError, ValueError, AttributeError):  # no real stdout (CliRunner)
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):  # CliRunner
         pass
+    if isinstance(sys.stdout, _ClosedOutput):
+        sys.stdout = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115
 
 
 @click.group(
     cls=_Group,
-    context_settings={"help_option_names": ["-h", "--help"]},
+    # GPUDIAG_<COMMAND>_<OPTION> sets any option (docs/cli.md, "Settings from
+    # the environment"), so a site module file can set defaults for everyone.
+    context_settings={"help_option_names": ["-h", "--help"], "auto_envvar_prefix": "GPUDIAG"},
     epilog="""\b
 Examples:
   gpudiag list                                 # every GPU, as NVML/torch/GPUtil see it
@@ -63,8 +132,10 @@ Examples:
 
 \b
 Exit codes: 0 ok; 1 errors found (or warnings with --strict) or a probe
-failed; 2 bad input; 3 a probe timed out. `gpudiag explain CODE` documents a
-finding; `gpudiag --version` names the torch, driver and Python in use.""",
+failed; 2 bad input or unwritable output; 3 a probe timed out; 130 Ctrl-C.
+Any option can also come from GPUDIAG_<COMMAND>_<OPTION>, e.g.
+GPUDIAG_CHECK_STRICT=1. `gpudiag explain CODE` documents a finding;
+`gpudiag --version` names the torch, driver and Python in use.""",
 )
 @click.option(
     "--version",
@@ -95,6 +166,22 @@ def _register() -> None:
     main.add_command(probe)
     main.add_command(explain)
     main.add_command(lint)
+    for command in main.commands.values():
+        _name_envvars(command)
+
+
+def _name_envvars(command: click.Command) -> None:
+    """GPUDIAG_<COMMAND>_<OPTION>, spelled like the option (``--device-ids`` ->
+    GPUDIAG_CHECK_DEVICE_IDS), not like its Python parameter (``as_json``),
+    which is what click's auto_envvar_prefix alone would use."""
+    for param in command.params:
+        if not isinstance(param, click.Option) or param.envvar is not None:
+            continue
+        longs = [o for o in param.opts if o.startswith("--")]
+        if not longs or param.name in ("help",):
+            continue
+        option = longs[0][2:].upper().replace("-", "_")
+        param.envvar = f"GPUDIAG_{(command.name or '').upper()}_{option}"
 
 
 _register()

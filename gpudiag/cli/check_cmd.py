@@ -8,6 +8,14 @@ from typing import TYPE_CHECKING
 import click
 
 from gpudiag.cli.exitcodes import FAILED, OK
+from gpudiag.cli.gate import (
+    ignore_option,
+    json_out_option,
+    parse_ignore,
+    report_without,
+    say_dropped,
+    write_json_out,
+)
 from gpudiag.cli.options import (
     deep_option,
     human_style,
@@ -228,6 +236,8 @@ def _choice(name: str, text: str | None, choices: tuple[str, ...]) -> str | None
 @deep_option
 @output_options
 @json_option
+@json_out_option
+@ignore_option
 def check(
     snapshot_path: str | None,
     visible: str | None,
@@ -256,6 +266,8 @@ def check(
     quiet: bool,
     verbose: bool,
     as_json: bool,
+    json_out: str | None = None,
+    ignore: tuple[str, ...] = (),
 ) -> None:
     """Predict DataParallel/DDP failures and unhealthy GPUs before the job runs.
 
@@ -266,6 +278,7 @@ def check(
     # Parse every option before touching the machine: bad input exits 2 fast.
     from gpudiag.core.prelaunch import parse_script_reads
 
+    ignored = parse_ignore(ignore)
     dataparallel, ids = parse_device_ids(device_ids)
     one_device, per_rank = parse_set_device(set_device)
     kwargs = {
@@ -316,6 +329,10 @@ def check(
         port_prober=None if snapshot_path is not None else _probe_port,
         **kwargs,  # type: ignore[arg-type]
     )
+    report, dropped = report_without(report, ignored)
+    if json_out is not None:
+        write_json_out(json_out, report_json(report))
+    say_dropped(dropped)
     if as_json:
         click.echo(report_json(report))
     else:

@@ -13,3 +13,5 @@ FAILED = 1
 BAD_INPUT = 2
 #: A probe timed out or hung.
 TIMEOUT = 3
+#: Interrupted by Ctrl-C (128 + SIGINT, as a shell reports it); cleanup has run.
+INTERRUPTED = 130

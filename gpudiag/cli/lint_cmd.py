@@ -23,7 +23,7 @@ Examples:
 \b
 The script is parsed, never imported or run. Silence one finding with a
 comment on its line:  model.cuda()  # gpudiag: ignore[LINT-DDP-NO-SET-DEVICE]
-Rules and examples: docs/lint.md; `gpudiag lint --explain CODE` prints one.
+`gpudiag explain LINT-…` prints a rule's documentation (its meaning and fix).
 
 \b
 Exit codes: 0 no errors (warnings allowed); 1 errors (a file that does not
@@ -73,8 +73,10 @@ def lint(
     if explain is not None:
         code = explain.strip().upper()
         if code not in CODES:
-            raise GpudiagInputError(f"unknown lint code {explain!r}; see docs/lint.md")
-        click.echo(f"{code}: {CODES[code]}. Details and examples: docs/lint.md#{code.lower()}")
+            raise GpudiagInputError(
+                f"unknown lint code {explain!r}; `gpudiag explain` lists every code"
+            )
+        click.echo(f"{code}: {CODES[code]}. Details: gpudiag explain {code}")
         return
     if not paths:
         raise GpudiagInputError("give at least one script or folder to lint")

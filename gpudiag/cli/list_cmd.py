@@ -7,6 +7,14 @@ import json
 import click
 
 from gpudiag.cli.exitcodes import OK
+from gpudiag.cli.gate import (
+    drop_ignored,
+    ignore_option,
+    json_out_option,
+    parse_ignore,
+    say_dropped,
+    write_json_out,
+)
 from gpudiag.cli.options import (
     deep_option,
     human_style,
@@ -15,6 +23,16 @@ from gpudiag.cli.options import (
     snapshot_option,
     visible_options,
 )
+
+#: Above this many GPUs the JSON document is printed without indentation:
+#: Python's C encoder does not indent, and its pure-Python one takes 5 s of a
+#: 100,000-GPU list (docs/cli.md). The content is the same.
+INDENT_MAX_ITEMS = 1024
+
+
+def json_text(doc: object, *, items: int) -> str:
+    """The JSON document, indented unless it lists more than INDENT_MAX_ITEMS items."""
+    return json.dumps(doc, indent=2 if items <= INDENT_MAX_ITEMS else None)
 
 
 @click.command(
@@ -41,6 +59,8 @@ included; 2 for bad input (e.g. a malformed --snapshot file).""",
 @deep_option
 @output_options
 @json_option
+@json_out_option
+@ignore_option
 def list_cmd(
     snapshot_path: str | None,
     visible: str | None,
@@ -49,8 +69,11 @@ def list_cmd(
     quiet: bool,
     verbose: bool,
     as_json: bool,
+    json_out: str | None = None,
+    ignore: tuple[str, ...] = (),
 ) -> None:
     """List the GPUs, which sources see them, and their CUDA ordinals."""
+    ignored = parse_ignore(ignore)
     from gpudiag.core.inventory import build_inventory
     from gpudiag.core.visibility import resolve_checked
     from gpudiag.machine import live_driver_asker, load_machine
@@ -73,12 +96,19 @@ def list_cmd(
         # Which of "container without GPU access", "no NVIDIA GPU", "driver missing" it
         # is: the generic "NVML unavailable" would only repeat it less precisely.
         findings = [f for f in findings if f.code != "SRC-NVML-UNAVAILABLE"] + host
-    if as_json:
+    findings, dropped = drop_ignored(findings, ignored)
+    if as_json or json_out is not None:
         doc = list_to_json(
             snapshot, inventory, resolution, resolution_to_json(resolution), findings
         )
-        click.echo(json.dumps(doc, indent=2))
-        raise SystemExit(OK)
+        doc_text = json_text(doc, items=len(snapshot.gpus))
+        write_json_out(json_out, doc_text)
+        say_dropped(dropped)
+        if as_json:
+            click.echo(doc_text)
+            raise SystemExit(OK)
+    else:
+        say_dropped(dropped)
     # The explicit cuda:N → GPU table when a mapping was asked for or is in force.
     explicit = spec is not None or effective_order is not None
     mapping = None

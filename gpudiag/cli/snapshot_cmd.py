@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from gpudiag.cli.exitcodes import OK
-from gpudiag.errors import GpudiagInputError
+from gpudiag.cli.files import write_file_atomically
 
 
 @click.command(
@@ -27,9 +27,11 @@ check, it always asks torch (in a child process), as --deep does.""",
     "--output",
     "output",
     metavar="FILE",
-    type=click.Path(dir_okay=False, writable=True),
+    type=click.Path(dir_okay=False),
     default=None,
-    help="Write to FILE instead of stdout.",
+    help="Write to FILE instead of stdout: atomically (a temporary file in FILE's "
+    "directory, renamed into place), so a failed write leaves the old FILE intact. "
+    "A symbolic link at FILE is replaced, never followed.",
 )
 @click.option(
     "--no-torch",
@@ -37,18 +39,22 @@ check, it always asks torch (in a child process), as --deep does.""",
     default=False,
     help="Do not ask torch (saves its import time; the snapshot's torch is null).",
 )
-def snapshot(output: str | None, no_torch: bool) -> None:
+@click.option(
+    "--redact",
+    is_flag=True,
+    default=False,
+    help="Leave out the host name and every GPU process's PID and name (null), so "
+    "the snapshot can go into a public bug report.",
+)
+def snapshot(output: str | None, no_torch: bool, redact: bool = False) -> None:
     """Capture this machine's GPUs, driver and torch view as JSON."""
     from gpudiag.collect import collect_snapshot
-    from gpudiag.snapshot import dump_snapshot
+    from gpudiag.snapshot import dump_snapshot, redact_snapshot
 
-    text = dump_snapshot(collect_snapshot(with_torch=not no_torch))
+    captured = collect_snapshot(with_torch=not no_torch)
+    text = dump_snapshot(redact_snapshot(captured) if redact else captured)
     if output is None:
         click.echo(text, nl=False)
         raise SystemExit(OK)
-    try:
-        with open(output, "w", encoding="utf-8") as fh:
-            fh.write(text)
-    except OSError as exc:
-        raise GpudiagInputError(f"cannot write {output}: {exc.strerror or exc}") from None
+    write_file_atomically(output, text)
     click.echo(f"wrote {output}", err=True)

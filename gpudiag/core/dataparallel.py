@@ -90,11 +90,23 @@ def imbalance_text(min_id: int, max_id: int) -> str:
 
 
 def gpu_by_nvml_index(snapshot: Snapshot, nvml_index: int) -> Gpu | None:
-    """The snapshot's GPU with that nvidia-smi index, or None."""
-    for gpu in snapshot.gpus:
-        if gpu.nvml_index == nvml_index:
-            return gpu
-    return None
+    """The snapshot's GPU with that nvidia-smi index, or None.
+
+    Called once per visible device: the index is built once per ``gpus`` tuple
+    (immutable, and held here while cached), so a report stays linear in GPUs.
+    """
+    global _INDEX_CACHE
+    gpus, index = _INDEX_CACHE
+    if gpus is not snapshot.gpus:
+        gpus = snapshot.gpus
+        index = {}
+        for gpu in gpus:
+            index.setdefault(gpu.nvml_index, gpu)
+        _INDEX_CACHE = (gpus, index)
+    return index.get(nvml_index)
+
+
+_INDEX_CACHE: tuple[tuple[Gpu, ...], dict[int, Gpu]] = ((), {})
 
 
 def physical_label(dev: VisibleDevice) -> str:

@@ -193,7 +193,7 @@ def _gpu_health(gpu: Gpu) -> list[Finding]:
     if gpu.processes:
         used = sum(p.used_memory_mib or 0 for p in gpu.processes)
         procs = ", ".join(
-            f"pid {p.pid}"
+            ("pid redacted" if p.pid is None else f"pid {p.pid}")
             + (f" {p.name}" if p.name else "")
             + (f" ({p.used_memory_mib} MiB)" if p.used_memory_mib is not None else "")
             for p in gpu.processes

@@ -7,6 +7,7 @@ the bare UUID, and a MIG instance's UUID (``MIG-…``) joins to its parent GPU.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from gpudiag.model import (
@@ -91,6 +92,15 @@ def _keys_of(gpu: Gpu) -> set[str]:
     return keys
 
 
+def _positions(keys: Iterable[str | None]) -> dict[str, list[int]]:
+    """Each non-empty key's positions in ``keys``, in order."""
+    out: dict[str, list[int]] = {}
+    for position, key in enumerate(keys):
+        if key:
+            out.setdefault(key, []).append(position)
+    return out
+
+
 def build_inventory(snapshot: Snapshot, resolution: Resolution | None = None) -> Inventory:
     """Join the sources by UUID; ``resolution`` (e.g. a --visible what-if) supplies
     the CUDA ordinals shown per row."""
@@ -99,17 +109,28 @@ def build_inventory(snapshot: Snapshot, resolution: Resolution | None = None) ->
     used_torch: set[int] = set()
     used_gputil: set[int] = set()
     rows: list[InventoryRow] = []
+    # Indexed once by UUID key, so the join is linear in GPUs (a scan per GPU
+    # made 8,000 GPUs take 85 s). Positions keep each source's own order.
+    torch_at = _positions(uuid_key(d.uuid) for d in torch_devices)
+    gputil_at = _positions(uuid_key(g.uuid) for g in gputil_gpus)
+    ordinals_at = _positions(
+        uuid_key(d.uuid) for d in (resolution.devices if resolution is not None else ())
+    )
     for gpu in snapshot.gpus:
         keys = _keys_of(gpu)
-        mine = tuple(d for d in torch_devices if uuid_key(d.uuid) in keys)
+        mine = tuple(
+            torch_devices[i] for i in sorted({i for k in keys for i in torch_at.get(k, ())})
+        )
         used_torch.update(d.cuda_ordinal for d in mine)
-        util = next((g for g in gputil_gpus if uuid_key(g.uuid) in keys), None)
+        first_util = min((gputil_at[k][0] for k in keys if k in gputil_at), default=None)
+        util = None if first_util is None else gputil_gpus[first_util]
         if util is not None:
             used_gputil.add(util.gputil_id)
         ordinals: tuple[int, ...] = ()
         if resolution is not None and gpu.uuid is not None:
             ordinals = tuple(
-                d.cuda_ordinal for d in resolution.devices if uuid_key(d.uuid) == uuid_key(gpu.uuid)
+                resolution.devices[i].cuda_ordinal
+                for i in ordinals_at.get(uuid_key(gpu.uuid) or "", ())
             )
         rows.append(InventoryRow(gpu=gpu, torch_devices=mine, gputil=util, cuda_ordinals=ordinals))
     # GPUs only torch or GPUtil saw (NVML unavailable, or a disagreement).

@@ -16,6 +16,7 @@ the real torch functions.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal, NamedTuple
@@ -41,6 +42,7 @@ from gpudiag.model import (
     short_uuid,
     uuid_key,
 )
+from gpudiag.parsing import int_or_none
 
 PCI_BUS_ID = "PCI_BUS_ID"
 FASTEST_FIRST = "FASTEST_FIRST"
@@ -327,15 +329,61 @@ def _gpu_target(gpu: Gpu, key: str, how: str) -> _Target:
     return _Target(gpu, None, key, how)
 
 
-def _match_hex(digits: str, candidates: Sequence[tuple[str, object]]) -> list[object]:
+def _hex_key(uuid: str) -> str:
+    """A UUID's 32 hex digits in lower case: what the driver compares an entry with."""
+    return (uuid_key(uuid) or "").replace("-", "")
+
+
+def _match_hex(digits: str, candidates: _PrefixIndex) -> list[object]:
     # The entry's hex digits are a prefix of the device UUID's 32 digits
     # (CUDA Programming Guide: "enough digits from the beginning of the GPU
     # UUID"); dashes and case do not matter (recorded table, rule 1).
-    return [
-        obj
-        for uuid, obj in candidates
-        if (uuid_key(uuid) or "").replace("-", "").startswith(digits)
-    ]
+    return candidates.match(digits)
+
+
+class _PrefixIndex:
+    """UUIDs sorted once, so that the ones starting with a prefix are one run
+    found by bisection: a scan of every GPU per entry made resolution quadratic
+    (50,000 UUID entries on 100,000 GPUs)."""
+
+    def __init__(self, pairs: Sequence[tuple[str, object]]) -> None:
+        ordered = sorted(((_hex_key(uuid), obj) for uuid, obj in pairs), key=lambda p: p[0])
+        self.keys = [key for key, _ in ordered]
+        self.objs = [obj for _, obj in ordered]
+
+    def match(self, prefix: str) -> list[object]:
+        out = []
+        position = bisect.bisect_left(self.keys, prefix)
+        while position < len(self.keys) and self.keys[position].startswith(prefix):
+            out.append(self.objs[position])
+            position += 1
+        return out
+
+
+_INDEX_CACHE: dict[tuple[int, str], tuple[Sequence[Gpu], _PrefixIndex]] = {}
+
+
+def _pool_index(pool: Sequence[Gpu], kind: str) -> _PrefixIndex:
+    """The prefix index of ``pool``'s GPU UUIDs (``gpu``), MIG-mode GPU UUIDs
+    (``mig-gpu``), or MIG UUIDs with the UUIDs of GPUs not in MIG mode (``mig``),
+    built once per pool (held with it, so its id cannot be reused meanwhile)."""
+    cached = _INDEX_CACHE.get((id(pool), kind))
+    if cached is not None and cached[0] is pool:
+        return cached[1]
+    if kind == "gpu":
+        pairs: list[tuple[str, object]] = [(_uuid_of(g), g) for g in pool]
+    elif kind == "mig-gpu":
+        pairs = [(_uuid_of(g), g) for g in pool if _in_mig_mode(g)]
+    else:
+        pairs = [(m.uuid, (g, m)) for g in pool if _in_mig_mode(g) for m in g.mig_devices]
+        # The driver also matches MIG-<hex> against a full GPU's UUID: recorded on
+        # driver 580 (MIG-300c76ef… selected the H100, which was not in MIG mode).
+        pairs += [(_uuid_of(g), (g, None)) for g in pool if not _in_mig_mode(g)]
+    if len(_INDEX_CACHE) > 16:
+        _INDEX_CACHE.clear()
+    index = _PrefixIndex(pairs)
+    _INDEX_CACHE[(id(pool), kind)] = (pool, index)
+    return index
 
 
 def _read_integer(raw: str, pool: Sequence[Gpu], order: str) -> _Target | _Stop:
@@ -383,7 +431,7 @@ def _read_gpu_uuid(raw: str, pool: Sequence[Gpu]) -> _Target | _Stop:
     digits = uuid_hex(raw[len("GPU-") :])
     if digits is None:
         return _bad_uuid(raw)
-    found = _match_hex(digits, [(_uuid_of(g), g) for g in pool])
+    found = _match_hex(digits, _pool_index(pool, "gpu"))
     if not found:
         return _Stop("UUID prefix matches no GPU", looks_like_device=True)
     if len(found) > 1:
@@ -403,16 +451,14 @@ def _mig_how(gpu: Gpu, mig: MigDevice) -> str:
     return f"MIG device {short_uuid(mig.uuid)}{ids} on {_gpu_label(gpu)}"
 
 
-def _read_legacy_mig(raw: str, mig_gpus: Sequence[Gpu]) -> _Target | _Stop | None:
+def _read_legacy_mig(raw: str, pool: Sequence[Gpu]) -> _Target | _Stop | None:
     # Legacy form MIG-GPU-<uuid>/<gpu instance>/<compute instance> (MIG User
     # Guide, CUDA 11.0-11.3 drivers), on a GPU in MIG mode only. On driver 580 it
     # selects nothing on a GPU that is not in MIG mode (recorded table).
     parts = raw[len("MIG-") :].split("/")
     if len(parts) != 3 or not all(p and set(p) <= set(_DIGITS) for p in parts[1:]):
         return None
-    found = _match_hex(
-        uuid_hex(parts[0][len("GPU-") :]) or "-", [(_uuid_of(g), g) for g in mig_gpus]
-    )
+    found = _match_hex(uuid_hex(parts[0][len("GPU-") :]) or "-", _pool_index(pool, "mig-gpu"))
     if len(found) != 1:
         return None
     gpu = found[0]
@@ -428,21 +474,14 @@ def _read_legacy_mig(raw: str, mig_gpus: Sequence[Gpu]) -> _Target | _Stop | Non
 
 
 def _read_mig(raw: str, pool: Sequence[Gpu]) -> _Target | _Stop:
-    mig_gpus = [g for g in pool if _in_mig_mode(g)]
     if raw.startswith("MIG-GPU-"):
-        legacy = _read_legacy_mig(raw, mig_gpus)
+        legacy = _read_legacy_mig(raw, pool)
         if legacy is not None:
             return legacy
     digits = uuid_hex(raw[len("MIG-") :])
     if digits is None:
         return _bad_uuid(raw)
-    candidates: list[tuple[str, object]] = [
-        (m.uuid, (g, m)) for g in mig_gpus for m in g.mig_devices
-    ]
-    # The driver also matches MIG-<hex> against a full GPU's UUID: recorded on
-    # driver 580 (MIG-300c76ef… selected the H100, which was not in MIG mode).
-    candidates += [(_uuid_of(g), (g, None)) for g in pool if not _in_mig_mode(g)]
-    found = _match_hex(digits, candidates)
+    found = _match_hex(digits, _pool_index(pool, "mig"))
     if not found:
         return _Stop("UUID prefix matches no MIG device or GPU", looks_like_device=True)
     if len(found) > 1:
@@ -511,34 +550,47 @@ def torch_parse_visible(spec: str | None) -> list[int] | list[str]:
     for prefix in ("GPU-", "MIG-"):
         if spec.startswith(prefix):
             texts: list[str] = []
+            seen_texts: set[str] = set()  # sets beside the lists: linear in entries
             for elem in spec.split(","):
-                if elem in texts:  # raw-string duplicate: torch returns no device
+                if elem in seen_texts:  # raw-string duplicate: torch returns no device
                     return []
                 if not elem.startswith(prefix):  # untrimmed: " GPU-x" stops here
                     break
                 texts.append(elem)
+                seen_texts.add(elem)
             return texts
     values: list[int] = []
+    seen_values: set[int] = set()
     for elem in spec.split(","):
         value = _torch_strtoul(elem.strip())
-        if value in values:
+        if value in seen_values:
             return []
         if value < 0:
             break
         values.append(value)
+        seen_values.add(value)
     return values
 
 
 def _torch_uuid_ordinals(candidates: Sequence[str], uuids: Sequence[str]) -> list[int]:
     # torch's _transform_uuid_to_ordinals: unique prefix, first miss stops, dup empties.
+    # The UUIDs sorted once: the ones starting with a prefix are one run found
+    # by bisection, so 50,000 candidates on 100,000 GPUs stay fast.
+    ordered = sorted((uuid, i) for i, uuid in enumerate(uuids))
+    keys = [uuid for uuid, _ in ordered]
     ordinals: list[int] = []
+    seen: set[int] = set()
     for candidate in candidates:
-        hits = [i for i, uuid in enumerate(uuids) if uuid.startswith(candidate)]
-        if len(hits) != 1:
+        first = bisect.bisect_left(keys, candidate)
+        if first >= len(keys) or not keys[first].startswith(candidate):
             break
-        if hits[0] in ordinals:
+        if first + 1 < len(keys) and keys[first + 1].startswith(candidate):
+            break  # not unique
+        hit = ordered[first][1]
+        if hit in seen:
             return []
-        ordinals.append(hits[0])
+        ordinals.append(hit)
+        seen.add(hit)
     return ordinals
 
 
@@ -1265,8 +1317,10 @@ def slurm_findings(
     wanted: set[int] = set()
     constrained = False
     for entry in entries:
-        if entry.isdigit():
-            index = int(entry)
+        # Strict: '²'.isdigit() is True but int('²') raises, and int() refuses
+        # over 4,300 digits; such an entry is then "not a GPU of this machine".
+        index = int_or_none(entry, minimum=0) if entry[:1] not in "+-" else None
+        if index is not None:
             if index >= len(snapshot.gpus):
                 constrained = True
             wanted.add(index)

@@ -9,6 +9,8 @@ Then all-reduce bandwidth is measured the way nccl-tests reports it.
 from __future__ import annotations
 
 import copy
+import hashlib
+import hmac
 import json
 import os
 import socket
@@ -16,6 +18,7 @@ import time
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from gpudiag.parsing import int_or_none
 from gpudiag.probes.common import (
     LEARNING_RATE,
     NAN_FAULT_STEP,
@@ -51,6 +54,11 @@ CUDA_ALLREDUCE_BYTES = (1024 * 1024, 16 * 1024 * 1024, 64 * 1024 * 1024)
 #: is always reported by the parent (exit 3), never as a gloo/NCCL error.
 COLLECTIVE_GRACE_S = 30.0
 _POLL_S = 0.05
+#: The per-job secret every arrival is signed with (docs/probes.md). The parent
+#: sets it for its children: GPUDIAG_RDZV_TOKEN when the user exported one,
+#: else one derived from the launcher's run id, or a random one when
+#: self-launched.
+TOKEN_ENV = "GPUDIAG_RDZV_TOKEN"
 
 
 def run(ctx: WorkerContext) -> ProbeResult:
@@ -65,10 +73,11 @@ def run(ctx: WorkerContext) -> ProbeResult:
 
     ctx.stage("ddp", "connect store")
     store = _make_store(ctx)
-    rows = _rendezvous(ctx, store, row, row_error)
+    rows, refused = _rendezvous(ctx, store, row, row_error)
+    extra_notes = _refused_notes(refused)
     problem = _rank_problem(rows)
     if problem is not None:
-        return _result(ctx, "fail", problem, (), {}, rows, (), start_s)
+        return _result(ctx, "fail", problem, (), {}, rows, (), start_s, extra_notes)
 
     backend = "nccl" if ctx.device_type == "cuda" else "gloo"
     ctx.stage("ddp", f"init_process_group({backend})")
@@ -151,6 +160,7 @@ def run(ctx: WorkerContext) -> ProbeResult:
             done_rows,
             tuple(bandwidth),
             start_s,
+            extra_notes,
         )
     finally:
         dist.destroy_process_group()
@@ -165,12 +175,14 @@ def _result(
     rows: tuple[RankRow, ...],
     bandwidth: tuple[BandwidthRow, ...],
     start_s: float,
+    extra_notes: tuple[str, ...] = (),
 ) -> ProbeResult:
     notes = (
         (
             "each rank's own ddp verdict is computed from all-gathered parameters, so "
             "every rank reaches the same one"
         ),
+        *extra_notes,
     )
     return ProbeResult(
         probe="ddp",
@@ -257,9 +269,13 @@ def _make_store(ctx: WorkerContext) -> torch.distributed.Store:
         base: dist.Store = dist.FileStore(ctx.store[len("file:") :], ctx.world_size)
     else:
         addr = os.environ["MASTER_ADDR"]
-        port = int(os.environ["MASTER_PORT"])
+        port = int_or_none(os.environ["MASTER_PORT"], minimum=1) or 0
         agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true"
         is_master = ctx.rank == 0 and not agent
+        # torch's TCPStore server listens on every interface whatever host it
+        # is given; rank 0 binds the socket itself, to MASTER_ADDR's address
+        # only (loopback stays loopback), and hands it over (master_listen_fd).
+        listen_fd = listen_on(addr, port) if is_master else None
         # wait_for_workers=False: rank 0 must not block inside the constructor,
         # so that it can report which ranks have arrived while it waits.
         base = dist.TCPStore(
@@ -269,45 +285,132 @@ def _make_store(ctx: WorkerContext) -> torch.distributed.Store:
             is_master,
             timeout,
             wait_for_workers=False,
-            multi_tenant=True,
+            multi_tenant=listen_fd is None,
+            master_listen_fd=listen_fd,
         )
     base.set_timeout(timeout)
     return dist.PrefixStore(f"gpudiag/{ctx.run_id}/", base)
 
 
+def listen_on(addr: str, port: int) -> int | None:
+    """A listening socket on ``addr:port`` only, as a file descriptor for TCPStore.
+
+    None when ``addr`` does not resolve to an address of this host (torch's own
+    listener, on every interface, is then used, as before).
+    """
+    try:
+        family, kind, proto, _, sockaddr = socket.getaddrinfo(addr, port, type=socket.SOCK_STREAM)[
+            0
+        ]
+    except (OSError, IndexError, UnicodeError):
+        return None
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(sockaddr)
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        return None
+    return sock.detach()  # the store owns it now
+
+
+def rendezvous_mac(run_id: str, rank: int, body: str) -> str:
+    """HMAC-SHA256 of one arrival under the job's token (``GPUDIAG_RDZV_TOKEN``).
+
+    The token travels in the environment (readable only by the job's own user
+    under /proc), never in argv or in the store, so a peer that can reach the
+    store can read arrivals but cannot forge one.
+    """
+    token = os.environ.get(TOKEN_ENV, "").encode()
+    message = f"gpudiag-rdzv/1\n{run_id}\n{rank}\n{body}".encode()
+    return hmac.new(token, message, hashlib.sha256).hexdigest()
+
+
+def _verified_arrival(ctx: WorkerContext, rank: int, raw: bytes) -> dict[str, Any] | None:
+    """The arrival's payload when its MAC is right and it is for ``rank``; else None."""
+    try:
+        outer = json.loads(raw.decode("utf-8"))
+        body = outer["body"]
+        mac = outer["mac"]
+        if not (isinstance(body, str) and isinstance(mac, str)):
+            return None
+        if not hmac.compare_digest(mac, rendezvous_mac(ctx.run_id, rank, body)):
+            return None
+        data = json.loads(body)
+        if not isinstance(data, dict) or data["row"]["rank"] != rank:
+            return None
+        return data
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError, RecursionError):
+        return None
+
+
 def _rendezvous(
     ctx: WorkerContext, store: torch.distributed.Store, row: RankRow, row_error: str | None
-) -> tuple[RankRow, ...]:
-    """Publishes this rank's row and waits for every rank's (reporting arrivals)."""
+) -> tuple[tuple[RankRow, ...], tuple[int, ...]]:
+    """Publishes this rank's row and waits for every rank's (reporting arrivals).
+
+    Every arrival carries an HMAC under the job's token; one without a valid
+    MAC (a peer that is not a rank of this job) is refused, not counted as
+    arrived, and reported. A real rank's later arrival overwrites it.
+
+    Returns:
+        (every rank's row, the ranks for which a forged arrival was refused).
+    """
     payload = {"row": RankRow(**{**row.to_json(), "arrived": True}).to_json(), "error": row_error}
-    store.set(f"arrived/{ctx.rank}", json.dumps(payload))
+    body = json.dumps(payload)
+    signed = json.dumps({"body": body, "mac": rendezvous_mac(ctx.run_id, ctx.rank, body)})
+    store.set(f"arrived/{ctx.rank}", signed)
     keys = [f"arrived/{rank}" for rank in range(ctx.world_size)]
-    seen: list[int] = []
+    verified: dict[int, dict[str, Any]] = {}
+    refused: set[int] = set()
+    last_raw: dict[int, bytes] = {}
+    seen: tuple[list[int], list[int]] = ([], [])
     while True:
-        arrived = [rank for rank, key in enumerate(keys) if store.check([key])]
-        if arrived != seen:
-            seen = arrived
-            waiting = [r for r in range(ctx.world_size) if r not in arrived]
-            ctx.stage(
-                "ddp",
-                f"rendezvous: waiting for ranks {waiting}"
-                if waiting
-                else "rendezvous: all arrived",
-                arrived=arrived,
+        for rank, key in enumerate(keys):
+            if rank in verified or not store.check([key]):
+                continue
+            raw = store.get(key)
+            if last_raw.get(rank) == raw:
+                continue
+            last_raw[rank] = raw
+            data = _verified_arrival(ctx, rank, raw)
+            if data is None:
+                refused.add(rank)
+            else:
+                verified[rank] = data
+        state = (sorted(verified), sorted(refused))
+        if state != seen:
+            seen = state
+            waiting = [r for r in range(ctx.world_size) if r not in verified]
+            text = (
+                f"rendezvous: waiting for ranks {waiting}" if waiting else "rendezvous: all arrived"
             )
-        if len(arrived) == ctx.world_size:
+            if refused:
+                text += f"; refused forged arrivals for ranks {sorted(refused)}"
+            ctx.stage("ddp", text, arrived=state[0], forged=state[1])
+        if len(verified) == ctx.world_size:
             break
         time.sleep(_POLL_S)
     rows: list[RankRow] = []
     errors: list[str] = []
-    for key in keys:
-        data = json.loads(store.get(key).decode())
+    for rank in range(ctx.world_size):
+        data = verified[rank]
         rows.append(RankRow.from_json(data["row"]))
         if data.get("error"):
             errors.append(str(data["error"]))
     if errors:
         raise _RankSetupError("; ".join(errors))
-    return tuple(rows)
+    return tuple(rows), tuple(sorted(refused))
+
+
+def _refused_notes(refused: tuple[int, ...]) -> tuple[str, ...]:
+    if not refused:
+        return ()
+    return (
+        f"refused forged rendezvous arrivals for ranks {list(refused)}: a peer that is not "
+        "a rank of this job (no valid token) wrote to the store",
+    )
 
 
 class _RankSetupError(RuntimeError):

@@ -17,12 +17,14 @@ MASTER_PORT, which the launcher (or the user) owns.
 from __future__ import annotations
 
 import ctypes.util
+import hashlib
 import json
 import os
+import secrets
 import shutil
 import signal
+import stat
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -33,7 +35,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Literal, cast
 
+from gpudiag.backends.subproc import python_module_argv
 from gpudiag.errors import GpudiagInputError
+from gpudiag.parsing import int_or_none
 from gpudiag.probes.results import (
     PROBE_NAMES,
     HangInfo,
@@ -294,11 +298,13 @@ class _Child:
     probe_started_at: float | None = None
     stage: str | None = None
     arrived: set[int] = field(default_factory=set)
+    forged: set[int] = field(default_factory=set)
     results: dict[str, ProbeResult] = field(default_factory=dict)
     done_at: float | None = None
     offset: int = 0
     #: Called with (rank, event) for each event read: progress on stderr.
     on_event: Callable[[int, dict[str, Any]], None] | None = None
+    tail_lines: tuple[str, ...] | None = None
 
     def read_events(self, now: float) -> None:
         """Consumes complete lines appended since the last call."""
@@ -330,6 +336,8 @@ class _Child:
             self.stage = str(event["stage"])
             for rank in event.get("arrived") or ():
                 self.arrived.add(int(rank))
+            for rank in event.get("forged") or ():
+                self.forged.add(int(rank))
         elif kind == "result":
             result = ProbeResult.from_json(event["result"])
             self.results[result.probe] = result
@@ -338,14 +346,24 @@ class _Child:
         elif kind == "done":
             self.done_at = now
 
-    def log_tail(self) -> str:
-        """The last non-empty line the child wrote to stdout/stderr."""
+    def capture_log(self) -> None:
+        """Keeps the last lines of the child's log in memory (before the temp
+        dir is removed: a crashed worker was reported as "no output")."""
         try:
-            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+            with open(self.log_path, "rb") as stream:
+                stream.seek(0, os.SEEK_END)
+                stream.seek(max(0, stream.tell() - 16384))
+                text = stream.read().decode("utf-8", errors="replace")
         except OSError:
-            return ""
+            return
         lines = [line.strip() for line in text.splitlines() if line.strip()]
-        return lines[-1][:300] if lines else ""
+        self.tail_lines = tuple(line[:300] for line in lines[-LOG_TAIL_LINES:])
+
+    def log_tail(self) -> str:
+        """The child's last log lines, joined with `` | `` (captured before cleanup)."""
+        if self.tail_lines is None:
+            self.capture_log()
+        return " | ".join(self.tail_lines or ())
 
 
 @dataclass(frozen=True)
@@ -370,21 +388,26 @@ def run_probes(
         launch.world_size if launch is not None else (plan.nproc if "ddp" in plan.probes else 1)
     )
     assignments = _assign(plan, rank, world_size)
-    tmp = Path(tempfile.mkdtemp(prefix="gpudiag-probe-"))
+    remove_stale_dirs()
     children: list[_Child] = []
+    with _signals_held():  # no Ctrl-C between creating the dir and owning it
+        tmp = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX))
+        (tmp / OWNER_FILE).write_text(f"{os.getpid()}\n", encoding="ascii")
     try:
         with _terminate_as_exit():
             threads = _threads_per_child(
                 len(assignments), launch.local_world_size if launch is not None else None
             )
             run_id = uuid.uuid4().hex[:12]  # one per run: every rank's key prefix
+            token = rendezvous_token(launch, os.environ)
             for child_rank, probes in assignments:
-                children.append(_spawn(plan, tmp, child_rank, world_size, probes, threads, run_id))
+                children.append(
+                    _spawn(plan, tmp, child_rank, world_size, probes, threads, run_id, token)
+                )
                 children[-1].on_event = on_event
             outcome = _monitor(children, plan.timeout_s)
     finally:
-        _kill_all(children)
-        shutil.rmtree(tmp, ignore_errors=True)
+        _cleanup(children, tmp)
     results = tuple(
         _result_for(name, children, outcome, world_size, plan)
         for name in plan.probes
@@ -405,16 +428,146 @@ def run_probes(
 
 def _threads_per_child(local_children: int, local_ranks: int | None = None) -> int:
     """torch threads per child: OMP_NUM_THREADS when the user or torchrun set it,
-    else the cores shared among this host's ranks (LOCAL_WORLD_SIZE under torchrun),
-    so that two ranks on two cores do not oversubscribe them."""
-    text = os.environ.get("OMP_NUM_THREADS", "").strip()
-    if text.isdigit() and int(text) > 0:
-        return int(text)
-    local_size = os.environ.get("LOCAL_WORLD_SIZE", "").strip()
-    sharers = int(local_size) if local_size.isdigit() and int(local_size) > 0 else local_children
+    else the cores shared among this host's ranks (LOCAL_WORLD_SIZE under torchrun,
+    the launcher's local size under MPI or DeepSpeed), so that two ranks on two
+    cores do not oversubscribe them."""
+    cores = os.cpu_count() or 1
+    # Strict parsing (gpudiag.parsing): '²'.isdigit() is True but int('²') raises.
+    threads = int_or_none(os.environ.get("OMP_NUM_THREADS", ""), minimum=1)
+    if threads is not None:
+        return min(threads, cores)  # more threads than cores only oversubscribe them
+    sharers = int_or_none(os.environ.get("LOCAL_WORLD_SIZE", ""), minimum=1)
     if local_ranks is not None and local_ranks > 0:
         sharers = local_ranks  # MPI's OMPI_COMM_WORLD_LOCAL_SIZE, DeepSpeed's LOCAL_SIZE...
-    return max(1, (os.cpu_count() or 1) // max(1, sharers))
+    return max(1, cores // (sharers or max(1, local_children)))
+
+
+#: The per-job rendezvous secret (docs/probes.md); read by gpudiag.probes.ddp.
+RDZV_TOKEN_ENV = "GPUDIAG_RDZV_TOKEN"
+
+
+def rendezvous_token(launch: LaunchEnv | None, environ: Mapping[str, str]) -> str:
+    """The secret every ddp arrival is signed with; the same on every rank.
+
+    ``GPUDIAG_RDZV_TOKEN`` when the user exported one (the strong choice on a
+    shared host: every rank inherits it, no other user can read it). Under a
+    launcher without it, derived from what all ranks of this job step share:
+    the launcher's run id (TORCHELASTIC_RUN_ID / SLURM_JOB_ID and step) and
+    MASTER_ADDR/MASTER_PORT; it separates jobs and stops casual forgery but
+    is guessable. Self-launched: a fresh random secret, passed to the local
+    children in their environment.
+    """
+    explicit = environ.get(RDZV_TOKEN_ENV, "")
+    if explicit:
+        return explicit
+    if launch is None:
+        return secrets.token_hex(32)
+    shared = "\n".join(
+        (launch.run_id, environ.get("MASTER_ADDR", ""), environ.get("MASTER_PORT", ""))
+    )
+    return hashlib.sha256(f"gpudiag-rdzv-token/1\n{shared}".encode()).hexdigest()
+
+
+#: ``--timeout`` may not exceed this (docs/probes.md): probes are short, and a
+#: larger value would let a hung probe hold GPUs for a whole allocation.
+MAX_TIMEOUT_S = 3600.0
+#: How many of a crashed worker's last log lines its report quotes.
+LOG_TAIL_LINES = 5
+TEMP_PREFIX = "gpudiag-probe-"
+#: Inside each run's temp dir: the pid of the ``gpudiag probe`` that owns it.
+OWNER_FILE = "owner.pid"
+#: A temp dir without an owner file (an older gpudiag) is stale after this long.
+_UNOWNED_STALE_S = 24 * 3600.0
+_HELD_SIGNALS = frozenset(
+    {signal.SIGINT, signal.SIGTERM} | ({signal.SIGHUP} if hasattr(signal, "SIGHUP") else set())
+)
+
+
+@contextmanager
+def _signals_held() -> Iterator[None]:
+    """Blocks SIGINT/SIGTERM/SIGHUP in this thread; delivered when the block ends."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(
+        signal, "pthread_sigmask"
+    ):
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def _cleanup(children: Sequence[_Child], tmp: Path) -> None:
+    """Kills every child and removes the temp dir, whatever signals arrive.
+
+    Signals are held while it runs; one that Python had already taken (a
+    second Ctrl-C 10 ms after the first) cannot cut it short either: the
+    cleanup is retried, and the first interruption is re-raised after it.
+    """
+    interrupted: BaseException | None = None
+    with _signals_held():
+        while True:
+            try:
+                _kill_all(children)
+                for child in children:
+                    if child.tail_lines is None:
+                        child.capture_log()
+                shutil.rmtree(tmp, ignore_errors=True)
+                break
+            except (KeyboardInterrupt, SystemExit) as exc:
+                interrupted = interrupted or exc
+    if interrupted is not None:
+        raise interrupted
+
+
+def remove_stale_dirs(base: str | None = None) -> list[Path]:
+    """Removes this user's probe temp dirs whose owning process is gone.
+
+    A run killed with SIGKILL (or a machine reset) cannot clean up after
+    itself; the next run does. A dir whose owner is alive is never touched.
+    Returns the dirs removed.
+    """
+    removed: list[Path] = []
+    root = Path(base if base is not None else tempfile.gettempdir())
+    try:
+        entries = list(root.glob(TEMP_PREFIX + "*"))
+    except OSError:
+        return removed
+    for entry in entries:
+        try:
+            info = entry.lstat()
+            if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+                continue
+            owner = _owner_pid(entry)
+            if owner is None:
+                stale = time.time() - info.st_mtime > _UNOWNED_STALE_S
+            else:
+                stale = not _pid_alive(owner)
+        except OSError:
+            continue
+        if stale:
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry)
+    return removed
+
+
+def _owner_pid(entry: Path) -> int | None:
+    try:
+        text = (entry / OWNER_FILE).read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+    return int_or_none(text, minimum=1)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
 
 
 def _assign(plan: ProbePlan, rank: int, world_size: int) -> list[tuple[int, tuple[str, ...]]]:
@@ -441,15 +594,15 @@ def _spawn(
     probes: Sequence[str],
     threads: int,
     run_id: str,
+    token: str,
 ) -> _Child:
     """Starts one worker in a new session (its own process group)."""
     launch = plan.launch
     events_path = tmp / f"rank{rank}.events"
     log_path = tmp / f"rank{rank}.log"
     events_path.touch()
-    argv = [
-        sys.executable,
-        "-m",
+    # Never `python -m`: that would import from the user's working directory.
+    argv = python_module_argv(
         "gpudiag.probes.worker",
         "--events", str(events_path),
         "--probes", ",".join(probes),
@@ -462,7 +615,7 @@ def _spawn(
         "--timeout", repr(plan.timeout_s),
         "--threads", str(threads),
         "--parent-pid", str(os.getpid()),
-    ]  # fmt: skip
+    )  # fmt: skip
     if launch is not None and launch.node_rank is not None:
         argv += ["--node-rank", str(launch.node_rank)]
     if plan.device_ids is not None:
@@ -483,6 +636,9 @@ def _spawn(
         # The worker's env store reads these (the one-node MPI default included).
         env["MASTER_ADDR"] = launch.master_addr
         env["MASTER_PORT"] = str(launch.master_port)
+    # The rendezvous token goes in the environment, never in argv (which
+    # every user on the host can read in ps).
+    env[RDZV_TOKEN_ENV] = token
     log: IO[bytes]
     with open(log_path, "wb") as log:
         popen = subprocess.Popen(
@@ -640,6 +796,12 @@ def _hang_result(
             f"hung: killed after {limit:g} s; arrived ranks {sorted(arrived)}, "
             f"missing ranks {list(missing)}; {where}"
         )
+        forged = sorted(set().union(*(c.forged for c in runners)) - arrived)
+        if forged:
+            message += (
+                f"; refused forged rendezvous arrivals for ranks {forged} (no valid token: "
+                "not a rank of this job)"
+            )
     else:
         message = f"hung: killed after {limit:g} s; {where}"
     return ProbeResult(

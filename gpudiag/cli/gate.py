@@ -1,0 +1,120 @@
+"""Options that make gpudiag a good pre-job gate: ``--ignore CODE`` and ``--json-out FILE``.
+
+``--ignore`` drops accepted findings (by their stable code, docs/findings.md)
+before the exit status is decided; ``--json-out`` keeps the JSON document in a
+file beside the human report, so a job log and a machine both get the reasons.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from gpudiag.errors import GpudiagInputError
+
+if TYPE_CHECKING:
+    from gpudiag.core.check import Report
+    from gpudiag.model import Finding
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_CODE_RE = re.compile(r"[A-Z][A-Z0-9]*(?:-[A-Z0-9]+)+")
+
+
+def ignore_option(func: F) -> F:
+    """``--ignore CODE`` (repeatable): findings with that code are dropped."""
+    return click.option(
+        "--ignore",
+        "ignore",
+        metavar="CODE",
+        multiple=True,
+        help="Drop findings with this code (repeatable, or comma-separated), e.g. "
+        "--ignore HEALTH-ECC-VOLATILE. They no longer count for the exit status; "
+        "stderr says how many were dropped. `gpudiag explain` lists the codes.",
+    )(func)
+
+
+def json_out_option(func: F) -> F:
+    """``--json-out FILE``: the JSON document written to FILE as well."""
+    return click.option(
+        "--json-out",
+        "json_out",
+        metavar="FILE",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="Also write the --json document to FILE (atomically), beside the human "
+        "report on stdout, so a job log keeps the reasons and a tool can read them.",
+    )(func)
+
+
+def known_codes() -> frozenset[str]:
+    """Every finding code a core module (or the API) declares."""
+    from gpudiag import api
+    from gpudiag.core import check, dataparallel, ddp, health, inventory, visibility
+
+    codes: set[str] = set()
+    for module in (api, check, dataparallel, ddp, health, inventory, visibility):
+        codes.update(getattr(module, "CODES", {}))
+    return frozenset(codes)
+
+
+def parse_ignore(values: Iterable[str]) -> frozenset[str]:
+    """``--ignore`` values as a set of known codes.
+
+    Raises:
+        GpudiagInputError: a code that no module declares (a typo would
+            otherwise silently ignore nothing).
+    """
+    wanted: set[str] = set()
+    for value in values:
+        for part in value.replace(",", " ").split():
+            code = part.strip().upper()
+            wanted.add(code)
+    if not wanted:
+        return frozenset()
+    known = known_codes()
+    for code in sorted(wanted):
+        if not _CODE_RE.fullmatch(code) or code not in known:
+            shown = code if len(code) <= 60 else code[:57] + "…"
+            raise GpudiagInputError(
+                f"--ignore {shown}: no such finding code (`gpudiag explain` lists them)"
+            )
+    return frozenset(wanted)
+
+
+def drop_ignored(
+    findings: Sequence[Finding], ignore: frozenset[str]
+) -> tuple[list[Finding], list[Finding]]:
+    """(kept, dropped) findings."""
+    kept = [f for f in findings if f.code not in ignore]
+    dropped = [f for f in findings if f.code in ignore]
+    return kept, dropped
+
+
+def report_without(report: Report, ignore: frozenset[str]) -> tuple[Report, list[Finding]]:
+    """The check report with ignored findings removed, and ``ok`` recomputed."""
+    if not ignore:
+        return report, []
+    kept, dropped = drop_ignored(report.findings, ignore)
+    ok = not any(f.severity == "error" for f in kept)
+    return dataclasses.replace(report, findings=tuple(kept), ok=ok), dropped
+
+
+def say_dropped(dropped: Sequence[Finding]) -> None:
+    """One line on stderr naming what ``--ignore`` dropped."""
+    if dropped:
+        codes = ", ".join(sorted({f.code for f in dropped}))
+        click.echo(f"gpudiag: ignored {len(dropped)} finding(s): {codes}", err=True)
+
+
+def write_json_out(path: str | None, text: str) -> None:
+    """Writes the JSON document to ``--json-out`` (atomically), if given."""
+    if path is None:
+        return
+    from gpudiag.cli.files import write_file_atomically
+
+    write_file_atomically(path, text if text.endswith("\n") else text + "\n")
