@@ -226,9 +226,11 @@ def _cuda_order_pool(snapshot: Snapshot, gpus: list[Gpu]) -> list[Gpu] | None:
         for mig in gpu.mig_devices:
             by_uuid[mig.uuid.lower()] = gpu
     ordered: list[Gpu] = []
+    placed: set[int] = set()  # by identity: `in ordered` compared dataclasses, quadratic
     for uuid in snapshot.cuda_order:
         found = by_uuid.get(uuid.lower())
-        if found is not None and found not in ordered:
+        if found is not None and id(found) not in placed:
+            placed.add(id(found))
             ordered.append(found)
     if len(ordered) != len(gpus):
         return None

@@ -133,7 +133,12 @@ def _gpu_rows(row: InventoryRow, resolution: Resolution | None, cols: _Columns) 
 def _is_mig(resolution: Resolution | None, ordinal: int) -> bool:
     if resolution is None:
         return False
-    return any(d.cuda_ordinal == ordinal and d.mig_uuid for d in resolution.devices)
+    # devices are in cuda_ordinal order (devices[i].cuda_ordinal == i): one lookup,
+    # not a scan per row, which made `list` quadratic in GPUs.
+    devices = resolution.devices
+    if 0 <= ordinal < len(devices) and devices[ordinal].cuda_ordinal == ordinal:
+        return devices[ordinal].mig_uuid is not None
+    return any(d.cuda_ordinal == ordinal and d.mig_uuid for d in devices)
 
 
 def _status_text(snapshot: Snapshot, verbose: bool) -> str:

@@ -5,6 +5,7 @@ Plain text, no colours, so it can be pasted into an issue or a log.
 
 from __future__ import annotations
 
+from gpudiag.core.dataparallel import gpu_by_nvml_index
 from gpudiag.core.visibility import quote_value
 from gpudiag.model import Gpu, MigDevice, Resolution, Snapshot, VisibleDevice, short_uuid
 from gpudiag.render.findings import name_gpus_once
@@ -20,10 +21,9 @@ def short_pci_bus_id(pci_bus_id: str) -> str:
 
 
 def _gpu(snapshot: Snapshot, nvml_index: int) -> Gpu | None:
-    for gpu in snapshot.gpus:
-        if gpu.nvml_index == nvml_index:
-            return gpu
-    return None
+    # Indexed once per snapshot (core.dataparallel): a scan per device line made
+    # `check` quadratic in GPUs.
+    return gpu_by_nvml_index(snapshot, nvml_index)
 
 
 def _mig(gpu: Gpu | None, mig_uuid: str) -> MigDevice | None:
