@@ -536,3 +536,23 @@ def test_cpu_build_of_torch_and_nccl() -> None:
     assert f.predicts == "RuntimeError: Distributed package doesn't have NCCL built in"
     assert "CPU-only build" in f.message
     assert prelaunch.nccl_findings(snap, res, "nccl") == []  # a CUDA build on Linux
+
+
+@pytest.mark.parametrize(
+    ("env", "title"),
+    [
+        (
+            {"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "2",
+             "OMPI_COMM_WORLD_LOCAL_RANK": "0", "OMPI_COMM_WORLD_LOCAL_SIZE": "2"},
+            "Open MPI",
+        ),
+        ({"PMI_RANK": "1", "PMI_SIZE": "2", "MPI_LOCALRANKID": "1"}, "MPICH"),
+    ],
+)  # fmt: skip
+def test_launched_under_mpi_is_not_called_a_plain_python(env: dict[str, str], title: str) -> None:
+    # Found in review: --launched under mpirun said "this looks like a plain python".
+    (finding,) = prelaunch.launched_findings(env)
+    assert finding.code == "DDP-LAUNCHED-ENV-MISSING"
+    assert "plain" not in finding.message
+    assert f"{title}" in finding.message and "started this rank" in finding.message
+    assert finding.fix is not None and "MASTER_ADDR and MASTER_PORT" in finding.fix

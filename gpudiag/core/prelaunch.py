@@ -45,6 +45,7 @@ from gpudiag.core.ddp import (
     env_missing_text,
     validate_ddp,
 )
+from gpudiag.core.launchers import SPECS, read_launch
 from gpudiag.core.port import PortProber, port_findings, port_target
 from gpudiag.core.rank_devices import device_subset_findings, per_rank_set_device_findings
 from gpudiag.errors import GpudiagInputError
@@ -80,11 +81,14 @@ def launched_findings(
     *,
     script_reads: Sequence[str] = (),
     init_rank_args: bool = False,
+    launcher: str | None = None,
 ) -> list[Finding]:
     """``check --launched``: every variable the rank will read must be set.
 
     Args:
         env: the rank's environment.
+        launcher: ``check --launcher``; else the launcher whose variables are set
+            (:func:`gpudiag.core.launchers.read_launch`).
         script_reads: variables the script reads itself before ``init_process_group``,
             in order (``int(os.environ['LOCAL_RANK'])``).
         init_rank_args: ``init_process_group`` gets ``rank=`` and ``world_size=``, so
@@ -112,7 +116,14 @@ def launched_findings(
         )
     present = [k for k in (*LAUNCHER_VARS, "TORCHELASTIC_RUN_ID") if env.get(k)]
     under_srun = "SLURM_PROCID" in env
-    if present:
+    # MPI, Horovod, DeepSpeed or accelerate started this rank: not a plain python.
+    started_by = read_launch(env, launcher).launcher
+    title = (
+        SPECS[started_by].title if started_by not in (None, "torchrun", "slurm", "env") else None
+    )
+    if title is not None:
+        context = f"{title} started this rank, but does not set them for torch's env://"
+    elif present:
         context = f"only {', '.join(present)} {'is' if len(present) == 1 else 'are'} set"
     elif under_srun:
         context = "this is an srun task, but no torchrun variable is set"
@@ -129,7 +140,14 @@ def launched_findings(
         predicts += (
             "; or, where the script reads os.environ['LOCAL_RANK'] first: KeyError: 'LOCAL_RANK'"
         )
-    if under_srun:
+    if title is not None:
+        fix = (
+            f"Export MASTER_ADDR and MASTER_PORT to every rank and map RANK, WORLD_SIZE and "
+            f"LOCAL_RANK from {title}'s own variables before init_process_group (`gpudiag "
+            "explain DDP-LAUNCHER-ENV-MISSING` shows how for each launcher), or start the "
+            "ranks with torchrun."
+        )
+    elif under_srun:
         fix = (
             "Run torchrun inside srun (srun torchrun --nproc-per-node=<GPUs> train.py), or "
             "export RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS LOCAL_RANK=$SLURM_LOCALID "
@@ -250,7 +268,9 @@ def ddp_findings(
         out = [f for f in out if f.code != "DDP-PLAN"]
         out += device_subset_findings(resolution, snapshot, ddp_devices, backend)
     if launched:
-        mine = launched_findings(env, script_reads=script_reads, init_rank_args=init_rank_args)
+        mine = launched_findings(
+            env, script_reads=script_reads, init_rank_args=init_rank_args, launcher=launcher
+        )
         if mine:
             superseded = ("DDP-NOT-LAUNCHED", "DDP-LAUNCHER-ENV-MISSING")
             out = [f for f in out if f.code not in superseded] + mine
