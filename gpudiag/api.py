@@ -45,8 +45,20 @@ class GpuConfigError(RuntimeError):
         super().__init__("\n".join(lines))
 
 
-_INT_PARAMS = ("output_device", "set_device", "batch_size", "nproc_per_node", "expect_gpus")
-_CHOICES = {"backend": ("nccl", "gloo"), "amp": ("bf16", "fp16")}
+_INT_PARAMS = (
+    "output_device",
+    "set_device",
+    "batch_size",
+    "nproc_per_node",
+    "expect_gpus",
+    "local_rank",
+)
+_CHOICES = {
+    "backend": ("nccl", "gloo"),
+    "amp": ("bf16", "fp16"),
+    "model_dtype": ("bf16", "fp16", "fp32"),
+}
+_INT_LISTS = ("device_ids", "set_device_per_rank", "ddp_devices")
 _ORDERS = ("PCI_BUS_ID", "FASTEST_FIRST")
 
 
@@ -79,13 +91,35 @@ def validate_arguments(function: str, arguments: Mapping[str, Any]) -> None:
     order = arguments.get("order")
     if isinstance(order, str) and order not in _ORDERS:
         fail(ValueError, "order", "'PCI_BUS_ID', 'FASTEST_FIRST' or None")
-    ids = arguments.get("device_ids")
-    if ids is not None and (
-        isinstance(ids, (str, bytes))
-        or not isinstance(ids, Sequence)
-        or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids)
+    for name in _INT_LISTS:
+        ids = arguments.get(name)
+        if ids is not None and (
+            isinstance(ids, (str, bytes))
+            or not isinstance(ids, Sequence)
+            or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids)
+        ):
+            fail(TypeError, name, "a sequence of int (e.g. [0, 1]) or None")
+    reads = arguments.get("script_reads", ())
+    if (
+        isinstance(reads, (str, bytes))
+        or not isinstance(reads, Sequence)
+        or not all(isinstance(r, str) for r in reads)
     ):
-        fail(TypeError, "device_ids", "a sequence of int (e.g. [0, 1]) or None")
+        # A plain "LOCAL_RANK" would be read letter by letter.
+        fail(TypeError, "script_reads", "a sequence of variable names (e.g. ['LOCAL_RANK'])")
+    for name in ("launcher", "deepspeed_include", "deepspeed_exclude"):
+        value = arguments.get(name)
+        if value is not None and not isinstance(value, str):
+            fail(TypeError, name, "a str or None")
+    launcher = arguments.get("launcher")
+    if isinstance(launcher, str):
+        from gpudiag.core.launchers import CHOOSABLE, canonical_launcher
+        from gpudiag.errors import GpudiagInputError
+
+        try:
+            canonical_launcher(launcher)
+        except GpudiagInputError:
+            fail(ValueError, "launcher", "one of " + ", ".join(map(repr, CHOOSABLE)) + " or None")
     for name in _INT_PARAMS:
         value = arguments.get(name)
         if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
@@ -94,7 +128,7 @@ def validate_arguments(function: str, arguments: Mapping[str, Any]) -> None:
         value = arguments.get(name)
         if isinstance(value, int) and value < (0 if name == "expect_gpus" else 1):
             fail(ValueError, name, "0 or more" if name == "expect_gpus" else "1 or more")
-    for name in ("dataparallel", "strict"):
+    for name in ("dataparallel", "strict", "deep", "launched", "init_rank_args", "tf32"):
         if name in arguments and not isinstance(arguments[name], bool):
             fail(TypeError, name, "True or False")
     for name in ("module_device", *_CHOICES):
@@ -143,6 +177,8 @@ def check(
     env: Mapping[str, str] | None = None,
     deep: bool = False,
     launcher: str | None = None,
+    deepspeed_include: str | None = None,
+    deepspeed_exclude: str | None = None,
     launched: bool = False,
     script_reads: Sequence[str] = (),
     init_rank_args: bool = False,
@@ -172,6 +208,8 @@ def check(
         backend = backend.lower()
     if isinstance(amp, str):
         amp = amp.lower()
+    if isinstance(model_dtype, str):
+        model_dtype = model_dtype.lower()
     machine = _machine(snapshot, deep)
     driver = None
     port_prober = None
@@ -198,6 +236,8 @@ def check(
         env=dict(os.environ) if env is None else env,
         driver=driver,
         launcher=launcher,
+        deepspeed_include=deepspeed_include,
+        deepspeed_exclude=deepspeed_exclude,
         launched=launched,
         script_reads=script_reads,
         init_rank_args=init_rank_args,
@@ -273,6 +313,8 @@ def guard(
     env: Mapping[str, str] | None = None,
     deep: bool = False,
     launcher: str | None = None,
+    deepspeed_include: str | None = None,
+    deepspeed_exclude: str | None = None,
     launched: bool = False,
     script_reads: Sequence[str] = (),
     init_rank_args: bool = False,
@@ -322,6 +364,8 @@ def guard(
         env=env,
         deep=deep,
         launcher=launcher,
+        deepspeed_include=deepspeed_include,
+        deepspeed_exclude=deepspeed_exclude,
         launched=launched,
         script_reads=script_reads,
         init_rank_args=init_rank_args,

@@ -49,6 +49,16 @@ BAD: list[tuple[dict[str, Any], type[Exception], str]] = [
     ({"snapshot": 3}, TypeError, "snapshot must be a file path"),
     ({"env": {"RANK": 0}}, TypeError, "env must be a mapping of str to str"),
     ({"module_device": 0}, TypeError, "module_device must be a str or None"),
+    # Keywords the launcher and pre-launch checks added (found in review).
+    ({"launcher": 3}, TypeError, "launcher must be a str or None"),
+    ({"launcher": "bogus"}, ValueError, "launcher must be one of 'torchrun'"),
+    ({"script_reads": "LOCAL_RANK"}, TypeError, "script_reads must be a sequence of variable"),
+    ({"ddp_devices": "1,2"}, TypeError, "ddp_devices must be a sequence of int"),
+    ({"set_device_per_rank": [0, None]}, TypeError, "set_device_per_rank must be a sequence"),
+    ({"model_dtype": "int8"}, ValueError, "model_dtype must be 'bf16' or 'fp16' or 'fp32'"),
+    ({"local_rank": "0"}, TypeError, "local_rank must be an int or None"),
+    ({"tf32": 1}, TypeError, "tf32 must be True or False"),
+    ({"deepspeed_include": 1}, TypeError, "deepspeed_include must be a str or None"),
 ]
 
 
