@@ -91,8 +91,10 @@ def _init_failure(nvml: Any, exc: BaseException) -> SourceStatus:
     if isinstance(exc, nvml.NVMLError_LibraryNotFound):
         return SourceStatus(
             "unavailable",
-            "NVML library not found: no NVIDIA driver is installed here "
-            "(libnvidia-ml.so.1 is missing)",
+            # Not "no driver": a container without GPU access, or a machine with no
+            # NVIDIA GPU, lacks it too (the HOST- findings tell which).
+            "NVML library not found (libnvidia-ml.so.1, which the NVIDIA driver installs, "
+            "is missing)",
         )
     if isinstance(exc, nvml.NVMLError_DriverNotLoaded):
         return SourceStatus("unavailable", f"NVIDIA driver not loaded ({text})")

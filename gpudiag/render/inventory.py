@@ -235,17 +235,17 @@ def render_list(
     if not inventory.rows:
         if nvml is not None and nvml.status != "ok":
             out += wrap(safe(f"No GPUs listed: {nvml.reason}."), width)
-            host = next((f for f in findings if f.code.startswith("HOST-") and f.fix), None)
-            todo = (
-                safe(host.fix or "")
-                if host is not None
-                else "install the NVIDIA driver on a GPU node"
-            )
-            out += wrap(
-                f"What to do: {todo.rstrip('.')}; or inspect a capture of a GPU node with "
-                "`gpudiag list --snapshot FILE`.",
-                width,
-            )
+            host = next((f for f in findings if f.code.startswith("HOST-")), None)
+            if host is not None:
+                # The finding below says why (container, no NVIDIA GPU, no driver) and
+                # what to do; the generic advice would contradict it.
+                out += wrap(f"Why, and what to do: {host.code} below.", width)
+            else:
+                out += wrap(
+                    "What to do: install the NVIDIA driver on a GPU node, or inspect a "
+                    "capture of one with `gpudiag list --snapshot FILE`.",
+                    width,
+                )
         else:
             out.append("No GPUs found.")
     else:
