@@ -58,6 +58,13 @@ def _wait_for_probe_start(tmpdir: Path, proc: subprocess.Popen[str]) -> None:
     pytest.fail("the probe never started")
 
 
+def _default_sigint() -> None:
+    # A job a non-interactive shell started in the background inherits SIGINT
+    # ignored (POSIX), and Python then installs no KeyboardInterrupt handler: the
+    # test gives the probe the disposition a terminal's Ctrl-C meets.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("gap_s", [0.0, 0.005])
 def test_repeated_ctrl_c_cleans_up_and_exits_130(tmp_path: Path, gap_s: float) -> None:
     proc = subprocess.Popen(
@@ -66,6 +73,7 @@ def test_repeated_ctrl_c_cleans_up_and_exits_130(tmp_path: Path, gap_s: float) -
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_default_sigint,
     )
     try:
         _wait_for_probe_start(tmp_path, proc)
