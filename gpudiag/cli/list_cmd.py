@@ -88,14 +88,9 @@ def list_cmd(
     driver = None if snapshot_path is not None else live_driver_asker(snapshot)
     resolution = resolve_checked(spec, effective_order, snapshot, driver)
     inventory = build_inventory(snapshot, resolution)
-    findings = [*inventory.findings, *resolution.findings]
-    from gpudiag.core.host import host_findings
+    from gpudiag.core.host import with_host_findings
 
-    host = host_findings(snapshot)
-    if host:
-        # Which of "container without GPU access", "no NVIDIA GPU", "driver missing" it
-        # is: the generic "NVML unavailable" would only repeat it less precisely.
-        findings = [f for f in findings if f.code != "SRC-NVML-UNAVAILABLE"] + host
+    findings = with_host_findings([*inventory.findings, *resolution.findings], snapshot)
     findings, dropped = drop_ignored(findings, ignored)
     if as_json or json_out is not None:
         doc = list_to_json(

@@ -26,7 +26,7 @@ from gpudiag.core.dataparallel import (
 )
 from gpudiag.core.ddp import has_launcher_env
 from gpudiag.core.health import health_findings
-from gpudiag.core.host import host_findings, kineto_findings
+from gpudiag.core.host import kineto_findings, with_host_findings
 from gpudiag.core.launch_rules import deepspeed_findings
 from gpudiag.core.launchers import canonical_launcher, deepspeed_devices, present_launchers
 from gpudiag.core.precision import precision_findings
@@ -235,12 +235,7 @@ def run_check(
             )
         )
 
-    host = host_findings(snapshot)
-    if host:
-        # It says which of "container without GPU access", "no NVIDIA GPU" and "driver
-        # missing" this is; the inventory's generic "install the driver" would contradict it.
-        findings = [f for f in findings if f.code != "SRC-NVML-UNAVAILABLE"]
-    findings += host
+    findings = with_host_findings(findings, snapshot)
     findings += kineto_findings(env, snapshot)
 
     dp_set_device, ddp_set_device = set_device_roles(

@@ -27,7 +27,7 @@ Sources:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from gpudiag.model import Finding, HostInfo, Snapshot
 
@@ -68,6 +68,19 @@ def _predicts(snapshot: Snapshot) -> str:
 def _nvml_reason(snapshot: Snapshot) -> str:
     nvml = snapshot.sources.get("nvml")
     return f" (NVML: {nvml.reason})" if nvml is not None and nvml.reason else ""
+
+
+def with_host_findings(findings: Sequence[Finding], snapshot: Snapshot) -> list[Finding]:
+    """``findings`` plus :func:`host_findings`, which replace SRC-NVML-UNAVAILABLE.
+
+    A HOST- finding says which of "container without GPU access", "no NVIDIA GPU"
+    and "driver missing" this is; the generic "NVML unavailable" would only repeat
+    it less precisely. Used by ``list`` and ``check`` alike.
+    """
+    host = host_findings(snapshot)
+    if not host:
+        return list(findings)
+    return [f for f in findings if f.code != "SRC-NVML-UNAVAILABLE"] + host
 
 
 def host_findings(snapshot: Snapshot) -> list[Finding]:
