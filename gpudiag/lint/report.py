@@ -48,6 +48,7 @@ class LintReport:
                 "cuda_visible_devices": None,
                 "cuda_device_order": None,
                 "certain": True,
+                "cuinit_error": None,
                 "visible": [],
             }
             checks = ["lint"]
@@ -57,6 +58,7 @@ class LintReport:
             "cuda_visible_devices": doc["cuda_visible_devices"],
             "cuda_device_order": doc["cuda_device_order"],
             "certain": doc["certain"],
+            "cuinit_error": doc.get("cuinit_error"),
             "visible": doc["visible"],
             "checks": checks,
             "counts": {s: self.count(s) for s in SEVERITIES},
