@@ -514,5 +514,6 @@ def test_api_check_takes_a_launcher() -> None:
     )  # fmt: skip
     assert not report.ok
     assert {"DDP-LAUNCHER", "DDP-TOO-MANY-RANKS"} <= {f.code for f in report.findings}
-    with pytest.raises(GpudiagInputError):
+    # The Python API answers in Python's terms (issue 11): a ValueError naming it.
+    with pytest.raises(ValueError, match="launcher must be one of 'torchrun'"):
         gd.check(snapshot=str(fixture_path("a100x8")), launcher="pdsh", env={})
