@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -64,6 +65,12 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
     return env
 
 
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 def _need(path: Path, how: str) -> str:
     if not path.exists():
         pytest.fail(f"{path} is missing: {how}")
@@ -110,7 +117,9 @@ def _ddp_rows(stdout: str) -> list[list[str]]:
 def test_mpiexec_two_ranks_probe_ddp(tmp_path: Path, mpi: str) -> None:
     # Acceptance: `mpiexec -n 2 gpudiag probe ddp --device cpu` passes with a 2-row table.
     argv = [_mpiexec(mpi), "-n", "2", str(BIN / "gpudiag"), "probe", "ddp", "--device", "cpu"]
-    proc = _run(argv, _env(tmp_path))
+    # A free port, exported as docs/launchers.md says: the default 29500 may be held by
+    # another job on this host, and a test must not depend on other processes.
+    proc = _run(argv, _env(tmp_path, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port())))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"PASS: 1 pass ({mpi} launch, 2 rank(s), device cpu)" in proc.stdout
     rows = _ddp_rows(proc.stdout)
@@ -191,8 +200,9 @@ def _json_out(stdout: str) -> dict[str, Any]:
 
 def test_deepspeed_probe_ddp(tmp_path: Path) -> None:
     # DeepSpeed's default command: each worker's argv ends in --local_rank=N.
-    argv = _deepspeed("--num_gpus", "2", "--module", "gpudiag", "probe", "ddp",
-                      "--device", "cpu", "--json", local_rank_arg=True)  # fmt: skip
+    argv = _deepspeed("--num_gpus", "2", "--master_port", str(_free_port()), "--module",
+                      "gpudiag", "probe", "ddp", "--device", "cpu", "--json",
+                      local_rank_arg=True)  # fmt: skip
     proc = _run(argv, _env(tmp_path))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     doc = _json_out(proc.stdout)
