@@ -47,7 +47,12 @@ class _Group(click.Group):
             # One rule (docs/cli.md): standard output that cannot be written
             # (a reader that closed the pipe, a closed stdout, a full disk) is
             # exit 2 with one line on stderr; what is still buffered is dropped
-            # so that the exit itself does not fail again.
+            # so that the exit itself does not fail again. An OSError that names
+            # a file is about that file, not the output (issue 21): its own text.
+            if exc.filename is not None:
+                shown = os.fsdecode(exc.filename)
+                _say(f"gpudiag: error: {shown}: {exc.strerror or exc}")
+                ctx.exit(BAD_INPUT)
             _output_failed(exc)
 
     def main(self, *args: Any, **kwargs: Any) -> Any:

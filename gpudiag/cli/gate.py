@@ -117,4 +117,8 @@ def write_json_out(path: str | None, text: str) -> None:
         return
     from gpudiag.cli.files import write_file_atomically
 
-    write_file_atomically(path, text if text.endswith("\n") else text + "\n")
+    # The command's own input is never the output (issue 21: -o over --snapshot).
+    ctx = click.get_current_context(silent=True)
+    snapshot_path = ctx.params.get("snapshot_path") if ctx is not None else None
+    inputs = (snapshot_path,) if isinstance(snapshot_path, str) else ()
+    write_file_atomically(path, text if text.endswith("\n") else text + "\n", inputs)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 import click
@@ -60,6 +61,24 @@ Exit codes: 0 all passed; 1 a probe failed; 2 bad input; 3 a probe timed
 out or hung. A failed check names the rule it broke (-v shows every check)."""
 
 
+def max_nproc() -> int:
+    """The most self-launched ranks that make sense here (issue 21: ``--nproc 1000``
+    started 1000 torch workers on 2 CPUs; a 20-digit value grew memory until the OOM
+    killer): the CPUs this process may run on (its affinity, as Slurm's binding sets
+    it) or the NVIDIA GPUs, whichever is more, and never fewer than 2 (a DDP pair).
+    """
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    gpus = Path("/proc/driver/nvidia/gpus")
+    try:
+        gpu_count = sum(1 for _ in gpus.iterdir())
+    except OSError:
+        gpu_count = 0
+    return max(2, cpus, gpu_count)
+
+
 @click.command(
     "probe", epilog=_EPILOG, short_help="Run short training probes that verify the numbers."
 )
@@ -83,7 +102,8 @@ out or hung. A failed check names the rule it broke (-v shows every check)."""
     type=int,
     default=None,
     metavar="N",
-    help="ddp ranks to start (default: 2 on cpu, one per visible GPU on cuda). "
+    help="ddp ranks to start (default: 2 on cpu, one per visible GPU on cuda; at most "
+    "the CPUs this process may use or the GPUs, whichever is more). "
     "Not used under a launcher (torchrun, srun, mpiexec...), whose world size decides.",
 )
 @click.option(
@@ -153,6 +173,12 @@ def probe(
         raise GpudiagInputError(
             f"--nproc {nproc} conflicts with the launcher's world size {launch.world_size}; "
             "under a launcher leave --nproc out"
+        )
+    if nproc is not None and nproc > (limit := max_nproc()):
+        shown = str(nproc) if nproc < 10**30 else "a larger number"
+        raise GpudiagInputError(
+            f"--nproc must be at most {limit} here, the CPUs this process may use or the "
+            f"GPUs, whichever is more: each rank is a process with its own torch (got {shown})"
         )
     resolved_device: Literal["cpu", "cuda"] = "cuda" if device == "cuda" else "cpu"
     plan = ProbePlan(

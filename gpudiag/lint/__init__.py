@@ -7,6 +7,7 @@ in :data:`gpudiag.lint.codes.CODES` and ``docs/findings.md``.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -43,6 +44,9 @@ def lint_paths(
     from gpudiag.lint.report import LintReport
     from gpudiag.lint.source import collect_paths, lint_file, place
 
+    if isinstance(paths, (str, os.PathLike)):
+        # one path, not the characters of one (issue 21: "/dev/null" walked "/")
+        paths = [os.fspath(paths)]
     files = collect_paths(paths)
     findings: list[LintFinding] = []
     check_report = None

@@ -12,6 +12,7 @@ import ast
 import io
 import os
 import re
+import stat
 import tokenize
 from collections.abc import Iterable
 from pathlib import Path
@@ -42,11 +43,49 @@ _IGNORE_RE = re.compile(r"#\s*gpudiag:\s*ignore(?:\[([A-Za-z0-9_,\s-]*)\])?")
 _SKIP_DIRS = frozenset({"__pycache__", "node_modules", "site-packages"})
 
 
+#: The largest file lint reads (issue 21: 50 MB ran 180 s and took 22 GB; a 64 GiB
+#: sparse file ended in MemoryError). Hand-written training scripts are far below.
+MAX_LINT_BYTES = 4 * 1024 * 1024
+
+_NOT_REGULAR = (
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _regular(path: Path, shown: str) -> os.stat_result:
+    """The file's status, when it is a regular file lint may read.
+
+    Raises:
+        GpudiagInputError: a device, FIFO or socket (``/dev/zero`` never ends, a
+            FIFO blocks), or a file over :data:`MAX_LINT_BYTES`.
+    """
+    try:
+        info = path.stat()
+    except OSError as exc:
+        raise GpudiagInputError(f"cannot read {shown!r}: {exc.strerror or exc}") from None
+    for test, kind in _NOT_REGULAR:
+        if test(info.st_mode):
+            raise GpudiagInputError(
+                f"cannot lint {shown!r}: it is {kind}; lint reads regular files"
+            )
+    if info.st_size > MAX_LINT_BYTES:
+        raise GpudiagInputError(
+            f"cannot lint {shown!r}: {info.st_size} bytes is over lint's limit of "
+            f"{MAX_LINT_BYTES // (1024 * 1024)} MiB per file"
+        )
+    return info
+
+
 def collect_paths(paths: Iterable[str]) -> list[Path]:
     """The ``.py`` files named or found under the folders named, in a stable order.
 
     Raises:
-        GpudiagInputError: a path that does not exist.
+        GpudiagInputError: a path that does not exist, or that names (or a folder
+            holds, as ``*.py``) something other than a regular file of at most
+            :data:`MAX_LINT_BYTES`.
     """
     out: list[Path] = []
     for raw in paths:
@@ -60,8 +99,12 @@ def collect_paths(paths: Iterable[str]) -> list[Path]:
                     and d not in _SKIP_DIRS
                     and not (Path(root, d) / "pyvenv.cfg").exists()
                 )
-                out += [Path(root, f) for f in sorted(files) if f.endswith(".py")]
+                found = [Path(root, f) for f in sorted(files) if f.endswith(".py")]
+                for file in found:
+                    _regular(file, str(file))
+                out += found
         elif path.exists():
+            _regular(path, raw)
             out.append(path)
         else:
             raise GpudiagInputError(f"no such file or folder: {raw!r}")
@@ -186,10 +229,15 @@ def place(path: str, hits: Iterable[Hit], text: str) -> list[LintFinding]:
 def lint_file(path: Path, shown: str | None = None) -> tuple[list[LintFinding], Facts | None, str]:
     """Lint one file: (findings, facts or None when it did not parse, its text)."""
     name = shown if shown is not None else str(path)
+    _regular(path, name)
     try:
-        data = path.read_bytes()
+        with path.open("rb") as handle:
+            # bounded: the file may have grown since it was checked
+            data = handle.read(MAX_LINT_BYTES + 1)
     except OSError as exc:
         raise GpudiagInputError(f"cannot read {name!r}: {exc.strerror or exc}") from exc
+    if len(data) > MAX_LINT_BYTES:
+        _regular(path, name)  # raises: now over the limit
     try:
         text = decode(data)
     except (SyntaxError, UnicodeDecodeError, LookupError) as exc:
