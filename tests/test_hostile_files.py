@@ -83,9 +83,7 @@ def test_check_never_writes_over_its_own_snapshot(tmp_path: Path) -> None:
     snap = tmp_path / "node.json"
     original = fixture_path("mixed4").read_text()
     snap.write_text(original)
-    result = CliRunner().invoke(
-        main, ["check", "--snapshot", str(snap), "--json-out", str(snap)]
-    )
+    result = CliRunner().invoke(main, ["check", "--snapshot", str(snap), "--json-out", str(snap)])
     assert result.exit_code == 2, result.output
     assert f"cannot write {snap}: it is the input being read" in result.output
     assert snap.read_text() == original
@@ -179,3 +177,14 @@ def test_lint_on_a_fifo_is_one_line_and_does_not_hang(tmp_path: Path) -> None:
         f"gpudiag: error: cannot lint {str(fifo)!r}: it is a FIFO (named pipe); "
         "lint reads regular files"
     ]
+
+
+def test_lint_an_undefined_coding_cookie_is_a_parse_error_not_a_traceback(tmp_path: Path) -> None:
+    from gpudiag.lint.source import lint_file
+
+    script = tmp_path / "train.py"
+    script.write_text("# coding: undefined\nimport torch\n")
+    findings, facts, _ = lint_file(script)
+    assert facts is None
+    assert [f.finding.code for f in findings] == ["LINT-PARSE-ERROR"]
+    assert "undefined" in findings[0].finding.message

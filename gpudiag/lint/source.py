@@ -115,7 +115,7 @@ def decode(data: bytes) -> str:
     """Decode source as Python does (PEP 263 cookie, UTF-8 default, BOM).
 
     Raises:
-        SyntaxError / UnicodeDecodeError / LookupError: not valid Python source text.
+        SyntaxError / UnicodeError / LookupError: not valid Python source text.
     """
     encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     text = data.decode(encoding)
@@ -240,7 +240,9 @@ def lint_file(path: Path, shown: str | None = None) -> tuple[list[LintFinding], 
         _regular(path, name)  # raises: now over the limit
     try:
         text = decode(data)
-    except (SyntaxError, UnicodeDecodeError, LookupError) as exc:
+    except (SyntaxError, UnicodeError, LookupError) as exc:
+        # UnicodeError, not only UnicodeDecodeError: `# coding: undefined` names a
+        # codec whose decode raises the base class (issue 21: it was a traceback)
         return [parse_error(name, exc)], None, ""
     findings, facts = lint_text(text, name)
     return findings, facts, text
