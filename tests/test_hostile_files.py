@@ -146,7 +146,7 @@ def test_lint_paths_takes_one_path_as_one_path() -> None:
 def test_lint_refuses_a_py_link_to_dev_zero_inside_a_folder(tmp_path: Path) -> None:
     (tmp_path / "train.py").write_text("import torch\n")
     (tmp_path / "zero.py").symlink_to("/dev/zero")
-    with pytest.raises(GpudiagInputError, match="zero.py'.*character device"):
+    with pytest.raises(GpudiagInputError, match=r"zero\.py'.*character device"):
         collect_paths([str(tmp_path)])
 
 
