@@ -26,6 +26,54 @@ _KEPT = frozenset({"PATH", "HOME", "TMPDIR", "TEMP", "TMP", "LANG", "LC_ALL", "S
 # off (CliRunner's stdout is not a terminal anyway, NO_COLOR makes it explicit).
 _FIXED = {"COLUMNS": "100", "NO_COLOR": "1"}
 
+# A torchrun worker's variables, given explicitly (the controlled environment has none).
+TORCHRUN_RANK1 = {
+    "RANK": "1",
+    "LOCAL_RANK": "1",
+    "WORLD_SIZE": "2",
+    "LOCAL_WORLD_SIZE": "2",
+    "MASTER_ADDR": "127.0.0.1",
+    "MASTER_PORT": "29500",
+    "TORCHELASTIC_RUN_ID": "none",
+}
+
+# (args, launcher variables) per check case; the same set on every fixture, so each
+# fixture's transcript shows how that machine answers the main areas.
+CHECK_CASES: list[tuple[list[str], dict[str, str]]] = [
+    ([], {}),
+    (["-v"], {}),
+    (["-q"], {}),
+    # DataParallel: the seed case, ids that are cuda ordinals, and physical ids.
+    (["--visible", "1,2", "--device-ids", "0,1"], {}),
+    (["--visible", "1,2", "--device-ids", "1,2"], {}),
+    (["--device-ids", "all", "--batch-size", "3", "--amp", "bf16"], {}),
+    (["--visible", "", "--device-ids", "0"], {}),
+    # DDP before a launch, and inside one.
+    (["--nproc-per-node", "2", "--backend", "nccl"], {}),
+    (["--nproc-per-node", "4", "--backend", "gloo", "--order", "PCI_BUS_ID"], {}),
+    (["--set-device", "0,0"], {}),
+    ([], TORCHRUN_RANK1),
+    # The gates.
+    (["--expect-gpus", "2"], {}),
+    (["--expect-gpus", "8", "--strict"], {}),
+    (["--visible", "0,0", "--strict"], {}),
+]
+
+# Scripts from tests/fixtures/lint/: positive ones of each area and negative ones modelled
+# on tutorials; the second item feeds the script to check on a fixture (--check).
+LINT_SCRIPTS: list[tuple[str, str | None]] = [
+    ("pos_dp_physical_ids_under_mask", "a100x8"),
+    ("pos_ddp_no_set_device", "mixed4"),
+    ("pos_scaler_bf16", "v100x8"),
+    ("pos_amp_deprecated", None),
+    ("pos_cvd_after_is_available", None),
+    ("pos_master_port_per_rank", None),
+    ("pos_syntax_error", None),
+    ("neg_dp_tutorial", "a100x8"),
+    ("neg_ddp_local_rank", None),
+    ("neg_nanogpt_amp", None),
+]
+
 
 def controlled_env(extra: Mapping[str, str] | None = None) -> dict[str, str | None]:
     """CliRunner's ``env``: None removes a variable for the run, a string sets it."""

@@ -21,44 +21,11 @@ from pathlib import Path
 import pytest
 
 from .conftest import FIXTURES
-from .pinned import assert_golden, run_cli, transcript_entry
+from .pinned import CHECK_CASES, LINT_SCRIPTS, assert_golden, run_cli, transcript_entry
 
 ALL_FIXTURES = sorted(p.stem for p in FIXTURES.glob("*.json"))
 # tests/test_list_cli.py already pins these tables (same file names).
 LISTED_ELSEWHERE = {"a100x8", "mixed4", "a100_mig", "gpu_lost", "no_driver"}
-
-# A torchrun worker's variables, given explicitly (the controlled environment has none).
-TORCHRUN_RANK1 = {
-    "RANK": "1",
-    "LOCAL_RANK": "1",
-    "WORLD_SIZE": "2",
-    "LOCAL_WORLD_SIZE": "2",
-    "MASTER_ADDR": "127.0.0.1",
-    "MASTER_PORT": "29500",
-    "TORCHELASTIC_RUN_ID": "none",
-}
-
-# (args, launcher variables) per check case; the same set on every fixture, so each
-# fixture's transcript shows how that machine answers the main areas.
-CHECK_CASES: list[tuple[list[str], dict[str, str]]] = [
-    ([], {}),
-    (["-v"], {}),
-    (["-q"], {}),
-    # DataParallel: the seed case, ids that are cuda ordinals, and physical ids.
-    (["--visible", "1,2", "--device-ids", "0,1"], {}),
-    (["--visible", "1,2", "--device-ids", "1,2"], {}),
-    (["--device-ids", "all", "--batch-size", "3", "--amp", "bf16"], {}),
-    (["--visible", "", "--device-ids", "0"], {}),
-    # DDP before a launch, and inside one.
-    (["--nproc-per-node", "2", "--backend", "nccl"], {}),
-    (["--nproc-per-node", "4", "--backend", "gloo", "--order", "PCI_BUS_ID"], {}),
-    (["--set-device", "0,0"], {}),
-    ([], TORCHRUN_RANK1),
-    # The gates.
-    (["--expect-gpus", "2"], {}),
-    (["--expect-gpus", "8", "--strict"], {}),
-    (["--visible", "0,0", "--strict"], {}),
-]
 
 
 @pytest.fixture(autouse=True)
@@ -99,22 +66,6 @@ def test_check_human_is_golden(name: str) -> None:
 @pytest.mark.parametrize("name", ALL_FIXTURES)
 def test_check_json_is_golden(name: str) -> None:
     assert_golden(f"check-{name}-json", _check_transcript(name, json=True))
-
-
-# Scripts from tests/fixtures/lint/: positive ones of each area and negative ones modelled
-# on tutorials; the second item feeds the script to check on a fixture (--check).
-LINT_SCRIPTS: list[tuple[str, str | None]] = [
-    ("pos_dp_physical_ids_under_mask", "a100x8"),
-    ("pos_ddp_no_set_device", "mixed4"),
-    ("pos_scaler_bf16", "v100x8"),
-    ("pos_amp_deprecated", None),
-    ("pos_cvd_after_is_available", None),
-    ("pos_master_port_per_rank", None),
-    ("pos_syntax_error", None),
-    ("neg_dp_tutorial", "a100x8"),
-    ("neg_ddp_local_rank", None),
-    ("neg_nanogpt_amp", None),
-]
 
 
 @pytest.mark.parametrize(("script", "snapshot"), LINT_SCRIPTS, ids=[s for s, _ in LINT_SCRIPTS])
