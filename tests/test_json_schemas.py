@@ -6,6 +6,7 @@ The schemas are tests/schemas/*.json, plain data read by the small validator bel
 dependency):
 
 - ``"str"``, ``"int"``, ``"number"``, ``"bool"``, ``"null"``, joined by ``|``: a scalar;
+  ``"=word"``: the string ``word`` (a documented closed set: ``"=error|=warning|=info"``);
 - ``[SPEC]``: a list whose items are SPEC;
 - ``{"key": SPEC, ...}``: an object with exactly these keys;
 - ``{"*": SPEC}``: an object with any keys (``"$keys"``: the only keys allowed;
@@ -82,7 +83,9 @@ def validate(value: Any, spec: Any, path: str, errors: list[str], seen: set[str]
     seen.add(path)
     where = path or "(top level)"
     if isinstance(spec, str):
-        if not any(_SCALARS[t](value) for t in spec.split("|")):
+        if not any(
+            value == t[1:] if t.startswith("=") else _SCALARS[t](value) for t in spec.split("|")
+        ):
             errors.append(f"{where}: {value!r} is not {spec}")
     elif isinstance(spec, list):
         if not isinstance(value, list):
@@ -336,6 +339,8 @@ def _enriched_fixture(directory: Path) -> str:
     doc = json.loads((FIXTURES / "a100x8.json").read_text())
     doc["gpus"][0]["throttle_reasons"] = ["SW Power Cap", "HW Slowdown"]
     doc["gpus"][0]["errors"] = {"ecc": "Not Supported"}
+    # A GPU only GPUtil saw: list's other shape of gpus[] (docs/cli.md).
+    doc["gputil"].append({**doc["gputil"][0], "gputil_id": 8, "uuid": "GPU-" + "0" * 8 + "-ff"})
     path = directory / "enriched.json"
     path.write_text(json.dumps(doc))
     return str(path)
@@ -351,7 +356,9 @@ def test_list_json_matches_schema(tmp_path: Path) -> None:
         for name in snapshots
         for opts in LIST_OPTIONS
     )
-    assert_documents_match("list", _schema_value("list", docs))
+    docs = list(_schema_value("list", docs))
+    assert_documents_match("list", docs)
+    assert any(g["nvml_index"] is None for _, d in docs for g in d["gpus"])
 
 
 def _check_docs() -> Iterator[tuple[str, Any]]:
