@@ -13,6 +13,8 @@ from click.testing import CliRunner
 
 from gpudiag.cli import main
 
+from .conftest import FIXTURES
+
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("GPUDIAG_UPDATE_GOLDEN") == "1"
 
@@ -111,3 +113,23 @@ def assert_golden(name: str, text: str) -> None:
         path.write_text(text)
     assert path.exists(), f"no golden file {path.name} (GPUDIAG_UPDATE_GOLDEN=1 writes it)"
     assert text == path.read_text(), f"golden output {path.name} changed (GPUDIAG_UPDATE_GOLDEN=1)"
+
+
+# A script whose mask leaves cuInit failing: lint --check then carries check's
+# cuinit_error (lint/report.py reads it from check's document with .get(), so only a
+# case where it is set shows that it arrives). Written here, not in tests/fixtures/lint/,
+# whose scripts tests/test_lint_cases.py reads against their `# expect[...]` comments.
+DUPLICATE_MASK_SCRIPT = """import os
+
+os.environ["CUDA_VISIBLE_DEVICES"] = "0,0"
+
+import torch  # noqa: E402
+
+model = torch.nn.DataParallel(torch.nn.Linear(2, 2).cuda())
+"""
+
+
+def write_duplicate_mask_case(directory: Path) -> None:
+    """``dup_mask.py`` and ``a100x8.json`` in ``directory`` (run from there)."""
+    (directory / "dup_mask.py").write_text(DUPLICATE_MASK_SCRIPT)
+    (directory / "a100x8.json").write_text((FIXTURES / "a100x8.json").read_text())

@@ -21,7 +21,14 @@ from pathlib import Path
 import pytest
 
 from .conftest import FIXTURES
-from .pinned import CHECK_CASES, LINT_SCRIPTS, assert_golden, run_cli, transcript_entry
+from .pinned import (
+    CHECK_CASES,
+    LINT_SCRIPTS,
+    assert_golden,
+    run_cli,
+    transcript_entry,
+    write_duplicate_mask_case,
+)
 
 ALL_FIXTURES = sorted(p.stem for p in FIXTURES.glob("*.json"))
 # tests/test_list_cli.py already pins these tables (same file names).
@@ -78,3 +85,14 @@ def test_lint_is_golden(script: str, snapshot: str | None, monkeypatch: pytest.M
         with_check = ["lint", path, "--check", "--snapshot", f"../{snapshot}.json"]
         cases += [with_check, [*with_check, "--json"]]
     assert_golden(f"lint-{script}", "\n".join(transcript_entry(argv) for argv in cases))
+
+
+def test_lint_check_with_cuinit_error_is_golden(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_duplicate_mask_case(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    argv = ["lint", "dup_mask.py", "--check", "--snapshot", "a100x8.json"]
+    text = "\n".join(transcript_entry(a) for a in (argv, [*argv, "--json"]))
+    assert '"cuinit_error": "CUDA_ERROR_INVALID_DEVICE"' in text
+    assert_golden("lint-dup_mask", text)

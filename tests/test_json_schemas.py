@@ -44,7 +44,7 @@ from gpudiag.render.probe import render_probe_json
 from gpudiag.snapshot import dump_snapshot, load_snapshot
 
 from .conftest import FIXTURES
-from .pinned import CHECK_CASES, run_cli
+from .pinned import CHECK_CASES, run_cli, write_duplicate_mask_case
 
 SCHEMAS = Path(__file__).parent / "schemas"
 DOCS = Path(__file__).parent.parent / "docs"
@@ -379,7 +379,11 @@ def test_check_json_matches_schema() -> None:
     }
 
 
-def test_lint_json_matches_schema(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_lint_json_matches_schema(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_duplicate_mask_case(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    cuinit = _json_run(["lint", "dup_mask.py", "--check", "--snapshot", "a100x8.json"])
+    assert cuinit["cuinit_error"] == "CUDA_ERROR_INVALID_DEVICE"
     monkeypatch.chdir(FIXTURES / "lint")
     scripts = sorted(Path().glob("*.py.txt"))
     with_other_texts = [
@@ -398,6 +402,7 @@ def test_lint_json_matches_schema(monkeypatch: pytest.MonkeyPatch) -> None:
     # A validator's finding with texts of other torch versions (predicts_also).
     docs.append(("lint set_device", _json_run(["lint", *with_other_texts])))
     docs.append(("lint all", _json_run(["lint", *map(str, scripts[:5])])))
+    docs.append(("lint dup_mask.py --check", cuinit))
     assert_documents_match("lint", _schema_value("lint", docs))
 
 
