@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from gpudiag.cli import main
 
 from .conftest import fixture_path
+from .pinned import controlled_env
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("GPUDIAG_UPDATE_GOLDEN") == "1"
@@ -22,8 +23,9 @@ FIXTURE_NAMES = ["a100x8", "mixed4", "a100_mig", "gpu_lost", "no_driver"]
 
 
 def _run(*args: str, columns: int = 100) -> tuple[int, str, str]:
-    # Golden output is laid out for a 100-column terminal, whatever runs the tests.
-    result = CliRunner().invoke(main, list(args), env={"COLUMNS": str(columns)})
+    # Golden output is laid out for a 100-column terminal, whatever runs the tests, and
+    # no GPUDIAG_LIST_* setting or CUDA variable of the caller's shell reaches it.
+    result = CliRunner().invoke(main, list(args), env=controlled_env({"COLUMNS": str(columns)}))
     if result.exception and not isinstance(result.exception, SystemExit):
         raise result.exception
     return result.exit_code, result.stdout, result.stderr
