@@ -13,7 +13,7 @@ import ast
 import re
 from dataclasses import dataclass, field
 
-from gpudiag.lint.assigns import assign_counts
+from gpudiag.lint.syntax import assign_counts
 from gpudiag.lint.values import Val
 
 _PREFIX_RE = re.compile(

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import ast
 
-from gpudiag.lint.assigns import dotted_key
 from gpudiag.lint.calls import CallSemantics
 from gpudiag.lint.facts import Facts
+from gpudiag.lint.syntax import dotted_key
 from gpudiag.lint.values import UNKNOWN, Val, const, union
 
 _MAX_INLINE = 4
