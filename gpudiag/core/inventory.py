@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from gpudiag.core.sources import CODES as SOURCE_CODES
-from gpudiag.core.sources import source_findings, source_status
+from gpudiag.core.sources import SOURCE_CODES, source_findings, source_status
 from gpudiag.model import (
     Finding,
     Gpu,

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from gpudiag.model import Finding, Snapshot
 
-CODES: dict[str, str] = {
+#: The SRC-* codes; :data:`gpudiag.core.inventory.CODES` declares them (one CODES per code).
+SOURCE_CODES: dict[str, str] = {
     "SRC-NVML-UNAVAILABLE": "NVML cannot be used: no NVIDIA driver, or it is not loaded",
     "SRC-NVML-ERROR": "NVML failed: driver/library mismatch, permissions, or a query error",
     "SRC-NVML-GPU-LOST": "a GPU was lost while NVML queried it",
