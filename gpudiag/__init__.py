@@ -11,8 +11,10 @@ first access; type checkers see the real signatures (the package is ``py.typed``
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any
+
+# Captured at the package's first import (the guard's best guess at CUDA's value).
+from gpudiag.import_env import CVD_AT_IMPORT as CVD_AT_IMPORT
 
 if TYPE_CHECKING:  # the real types for type checkers (py.typed); loaded lazily at run time
     from gpudiag.api import GpuConfigError, check, guard
@@ -20,11 +22,6 @@ if TYPE_CHECKING:  # the real types for type checkers (py.typed); loaded lazily 
     from gpudiag.model import Finding
 
 __version__ = "0.1.0"
-
-#: ``CUDA_VISIBLE_DEVICES`` when gpudiag was first imported: the guard's best
-#: guess at the value CUDA was initialised with, should a script change it later.
-#: Captured here, not in ``gpudiag.api``, which loads only on first use.
-CVD_AT_IMPORT: str | None = os.environ.get("CUDA_VISIBLE_DEVICES")
 
 __all__ = ["Finding", "GpuConfigError", "Report", "__version__", "check", "guard"]
 

@@ -12,13 +12,13 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import gpudiag
+from gpudiag import import_env
 from gpudiag.core.check import FROM_SNAPSHOT, Report, _FromSnapshot, run_check
 from gpudiag.model import Finding, Snapshot, uuid_key
 
 #: ``CUDA_VISIBLE_DEVICES`` when the gpudiag package was first imported: the best
 #: guess of the value CUDA read at initialisation (see :func:`guard`).
-CVD_AT_IMPORT: str | None = gpudiag.CVD_AT_IMPORT
+CVD_AT_IMPORT: str | None = import_env.CVD_AT_IMPORT
 
 CODES: dict[str, str] = {
     "API-CUDA-ALREADY-INITIALISED": "guard() ran after CUDA was initialised in this process",

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from gpudiag.core.health import CODES, arch_runs_on, health_findings, parse_cc
+from gpudiag.core.compat import arch_runs_on, parse_cc
+from gpudiag.core.health import CODES, health_findings
 from gpudiag.core.visibility import resolve_visible
 from gpudiag.errors import GpudiagInputError
 from gpudiag.model import Finding, Snapshot

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from gpudiag.core.sources import SOURCE_CODES, source_findings, source_status
 from gpudiag.model import (
     Finding,
     Gpu,
@@ -22,13 +23,7 @@ from gpudiag.model import (
 )
 
 CODES: dict[str, str] = {
-    "SRC-NVML-UNAVAILABLE": "NVML cannot be used: no NVIDIA driver, or it is not loaded",
-    "SRC-NVML-ERROR": "NVML failed: driver/library mismatch, permissions, or a query error",
-    "SRC-NVML-GPU-LOST": "a GPU was lost while NVML queried it",
-    "SRC-TORCH-UNAVAILABLE": "torch is not installed for this Python",
-    "SRC-TORCH-ERROR": "torch could not be queried, or could not initialise CUDA",
-    "SRC-GPUTIL-UNAVAILABLE": "GPUtil cannot be used (nvidia-smi missing, or import failure)",
-    "SRC-GPUTIL-ERROR": "GPUtil failed while running nvidia-smi",
+    **SOURCE_CODES,
     "INV-NO-GPUS": "NVML works but reports no GPU",
     "INV-TORCH-SEES-NONE": "NVML sees GPUs but torch sees none",
     "INV-TORCH-COUNT-MISMATCH": "torch sees a different number of devices than expected",
@@ -161,114 +156,10 @@ def inventory_findings(snapshot: Snapshot, resolution: Resolution | None = None)
             snapshot.cuda_visible_devices, snapshot.cuda_device_order, snapshot
         )
     findings: list[Finding] = []
-    findings += _source_findings(snapshot)
+    findings += source_findings(snapshot)
     findings += _torch_findings(snapshot, resolution)
     findings += _gputil_findings(snapshot)
     return findings
-
-
-def _status(snapshot: Snapshot, name: str) -> tuple[str, str]:
-    """(status, reason) of a source; the reason without a final period, since
-    the messages quoting it end their own sentence."""
-    src = snapshot.sources.get(name)
-    if src is None:
-        return "unknown", "not recorded"
-    return src.status, (src.reason or "").rstrip(" .")
-
-
-def _source_findings(snapshot: Snapshot) -> list[Finding]:
-    out: list[Finding] = []
-    status, reason = _status(snapshot, "nvml")
-    if status == "unavailable":
-        out.append(
-            Finding(
-                "SRC-NVML-UNAVAILABLE",
-                "warning",
-                f"NVML is unavailable: {reason}. Without it gpudiag cannot see physical GPUs.",
-                fix="Install the NVIDIA driver (it provides libnvidia-ml.so.1), or run "
-                "gpudiag on a snapshot taken on the GPU node: `gpudiag snapshot -o F` "
-                "there, then `gpudiag list --snapshot F`.",
-                subject="nvml",
-            )
-        )
-    elif status == "error":
-        fix = "Check `nvidia-smi`; it fails the same way."
-        if "mismatch" in reason:
-            fix = (
-                "Reboot the node (or reload the nvidia kernel modules) so the loaded "
-                "driver matches the installed NVML library."
-            )
-        out.append(
-            Finding("SRC-NVML-ERROR", "error", f"NVML failed: {reason}.", fix=fix, subject="nvml")
-        )
-    for gpu in snapshot.gpus:
-        if gpu.lost:
-            what = f"GPU at nvidia-smi index {gpu.nvml_index}"
-            if gpu.uuid:
-                what += f" ({gpu.uuid})"
-            out.append(
-                Finding(
-                    "SRC-NVML-GPU-LOST",
-                    "error",
-                    f"{what} was lost while NVML queried it (NVMLError_GpuIsLost, usually "
-                    "Xid 79: fallen off the bus); CUDA will not enumerate it.",
-                    fix="Check `dmesg` for Xid errors; drain the node and reset the GPU "
-                    "(`nvidia-smi -r -i N`) or reboot.",
-                    subject=gpu.uuid or f"nvml:{gpu.nvml_index}",
-                )
-            )
-    if status == "ok" and not snapshot.gpus:
-        out.append(
-            Finding(
-                "INV-NO-GPUS",
-                "warning",
-                "NVML works but reports no GPU on this machine.",
-                fix="Check the node's GPU allocation and `nvidia-smi -L`.",
-            )
-        )
-    t_status, t_reason = _status(snapshot, "torch")
-    if t_status == "unavailable" and snapshot.torch is None and "not installed" in t_reason:
-        out.append(
-            Finding(
-                "SRC-TORCH-UNAVAILABLE",
-                "warning",
-                f"torch cannot be asked: {t_reason}.",
-                fix="Install PyTorch in this environment, or run gpudiag with the job's Python.",
-                subject="torch",
-            )
-        )
-    elif t_status == "error":
-        out.append(
-            Finding(
-                "SRC-TORCH-ERROR",
-                "error",
-                f"torch failed: {t_reason}.",
-                fix="Run `python -c 'import torch; torch.cuda.init()'` to see the full error.",
-                subject="torch",
-            )
-        )
-    g_status, g_reason = _status(snapshot, "gputil")
-    if g_status == "unavailable" and g_reason != "not asked":
-        out.append(
-            Finding(
-                "SRC-GPUTIL-UNAVAILABLE",
-                "info",
-                f"GPUtil cannot be used: {g_reason}.",
-                fix=None,
-                subject="gputil",
-            )
-        )
-    elif g_status == "error":
-        out.append(
-            Finding(
-                "SRC-GPUTIL-ERROR",
-                "warning",
-                f"GPUtil failed: {g_reason}.",
-                fix="Run `nvidia-smi` by hand; it likely prints an error.",
-                subject="gputil",
-            )
-        )
-    return out
 
 
 def _version_tuple(text: str | None) -> tuple[int, ...] | None:
@@ -338,7 +229,7 @@ def _torch_findings(snapshot: Snapshot, resolution: Resolution) -> list[Finding]
     if info is None or info.device_count is None:
         return []
     out: list[Finding] = []
-    nvml_ok = _status(snapshot, "nvml")[0] == "ok"
+    nvml_ok = source_status(snapshot, "nvml")[0] == "ok"
     healthy = [g for g in snapshot.gpus if not g.lost]
     if nvml_ok and healthy and info.device_count == 0:
         severity, reason, predicts, fix = _why_torch_sees_none(snapshot, info)
@@ -410,7 +301,7 @@ def _torch_findings(snapshot: Snapshot, resolution: Resolution) -> list[Finding]
 
 
 def _gputil_findings(snapshot: Snapshot) -> list[Finding]:
-    if snapshot.gputil is None or _status(snapshot, "nvml")[0] != "ok":
+    if snapshot.gputil is None or source_status(snapshot, "nvml")[0] != "ok":
         return []
     nvml_keys = {uuid_key(g.uuid) for g in snapshot.gpus if g.uuid}
     util_keys = {uuid_key(g.uuid) for g in snapshot.gputil if g.uuid}

@@ -5,14 +5,8 @@ from __future__ import annotations
 import ast
 
 from gpudiag.lint import names as N
-from gpudiag.lint.semantics import (
-    Semantics,
-    argument,
-    assigned_in,
-    dotted_name,
-    keyword,
-    uses_cuda,
-)
+from gpudiag.lint.semantics import Semantics
+from gpudiag.lint.syntax import argument, assigned_in, dotted_name, keyword, uses_cuda
 from gpudiag.lint.values import (
     UNKNOWN,
     WEAK_TAGS,

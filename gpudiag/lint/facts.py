@@ -13,6 +13,7 @@ import ast
 import re
 from dataclasses import dataclass, field
 
+from gpudiag.lint.syntax import assign_counts
 from gpudiag.lint.values import Val
 
 _PREFIX_RE = re.compile(
@@ -66,8 +67,6 @@ class Facts:
         """How many times each dotted name is assigned in the file (loops count twice)."""
         counts = self.cache.get("assign_counts")
         if not isinstance(counts, dict):
-            from gpudiag.lint.walker import assign_counts
-
             counts = assign_counts(self.tree) if self.tree is not None else {}
             self.cache["assign_counts"] = counts
         return counts

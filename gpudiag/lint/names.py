@@ -158,3 +158,23 @@ COLLECTIVES = frozenset(
         "recv",
     )
 )
+
+NN_MODULE_ATTRS = frozenset(
+    # nn.Module's public methods and the attributes DataParallel / DistributedDataParallel
+    # set on themselves (torch 2.13 torch/nn/modules/module.py, torch/nn/parallel/*.py)
+    """forward training parameters named_parameters buffers named_buffers children
+    named_children modules named_modules state_dict load_state_dict train eval to cuda cpu
+    xpu mtia ipu half float double bfloat16 type zero_grad apply requires_grad_
+    register_buffer register_parameter register_module add_module register_forward_hook
+    register_forward_pre_hook register_full_backward_hook register_full_backward_pre_hook
+    register_backward_hook register_state_dict_pre_hook register_state_dict_post_hook
+    register_load_state_dict_pre_hook register_load_state_dict_post_hook get_submodule
+    set_submodule get_parameter get_buffer get_extra_state set_extra_state extra_repr
+    share_memory to_empty compile module device_ids output_device dim no_sync join
+    join_device join_hook join_process_group process_group register_comm_hook
+    src_device_obj device device_type device_mesh reducer logger static_graph
+    find_unused_parameters gradient_as_bucket_view mixed_precision broadcast_buffers
+    bucket_bytes_cap parameters_to_ignore require_backward_grad_sync
+    require_forward_param_sync is_multi_device_module scatter gather replicate
+    parallel_apply""".split()  # noqa: SIM905 - a word list reads better than 82 quotes
+)

@@ -8,108 +8,12 @@ values and events for the rules.
 from __future__ import annotations
 
 import ast
-import functools
 
 from gpudiag.lint import names as N
 from gpudiag.lint.exprs import ExprEval
+from gpudiag.lint.names import NN_MODULE_ATTRS
+from gpudiag.lint.syntax import argument, class_members, dotted_name, keyword, uses_cuda
 from gpudiag.lint.values import UNKNOWN, Dev, Val, as_int, device_of
-
-NN_MODULE_ATTRS = frozenset(
-    # nn.Module's public methods and the attributes DataParallel / DistributedDataParallel
-    # set on themselves (torch 2.13 torch/nn/modules/module.py, torch/nn/parallel/*.py)
-    """forward training parameters named_parameters buffers named_buffers children
-    named_children modules named_modules state_dict load_state_dict train eval to cuda cpu
-    xpu mtia ipu half float double bfloat16 type zero_grad apply requires_grad_
-    register_buffer register_parameter register_module add_module register_forward_hook
-    register_forward_pre_hook register_full_backward_hook register_full_backward_pre_hook
-    register_backward_hook register_state_dict_pre_hook register_state_dict_post_hook
-    register_load_state_dict_pre_hook register_load_state_dict_post_hook get_submodule
-    set_submodule get_parameter get_buffer get_extra_state set_extra_state extra_repr
-    share_memory to_empty compile module device_ids output_device dim no_sync join
-    join_device join_hook join_process_group process_group register_comm_hook
-    src_device_obj device device_type device_mesh reducer logger static_graph
-    find_unused_parameters gradient_as_bucket_view mixed_precision broadcast_buffers
-    bucket_bytes_cap parameters_to_ignore require_backward_grad_sync
-    require_forward_param_sync is_multi_device_module scatter gather replicate
-    parallel_apply""".split()  # noqa: SIM905 - a word list reads better than 82 quotes
-)
-
-
-def keyword(node: ast.Call, name: str) -> ast.expr | None:
-    for kw in node.keywords:
-        if kw.arg == name:
-            return kw.value
-    return None
-
-
-def argument(node: ast.Call, index: int, name: str) -> ast.expr | None:
-    found = keyword(node, name)
-    if found is not None:
-        return found
-    positional = [a for a in node.args if not isinstance(a, ast.Starred)]
-    return positional[index] if index < len(positional) else None
-
-
-@functools.lru_cache(maxsize=256)
-def uses_cuda(fn: ast.AST) -> bool:
-    """Whether a function body visibly uses CUDA (``.cuda()``, ``cuda`` strings, torch.cuda)."""
-    for node in ast.walk(fn):
-        if isinstance(node, ast.Attribute) and node.attr in ("cuda", "set_device"):
-            return True
-        if (
-            isinstance(node, ast.Constant)
-            and isinstance(node.value, str)
-            and (node.value.startswith("cuda") or node.value == "nccl")
-        ):
-            return True
-    return False
-
-
-_TARGETED = (ast.AugAssign, ast.AnnAssign, ast.NamedExpr, ast.For, ast.AsyncFor, ast.comprehension)
-
-
-@functools.lru_cache(maxsize=256)
-def assigned_in(loop: ast.AST) -> frozenset[str]:
-    """The dotted names a loop's body assigns (``epoch``, ``self.epoch``, ``e`` of ``e += 1``)."""
-    out: set[str] = set()
-    for node in ast.walk(loop):
-        targets: list[ast.AST] = []
-        if isinstance(node, ast.Assign):
-            targets = list(node.targets)
-        elif isinstance(node, _TARGETED):
-            targets = [node.target]
-        for target in targets:
-            for sub in ast.walk(target):
-                key = dotted_name(sub)
-                if key is not None:
-                    out.add(key)
-    return frozenset(out)
-
-
-@functools.lru_cache(maxsize=256)
-def class_members(cls: ast.ClassDef) -> frozenset[str]:
-    """Methods and ``self.X`` attributes a class defines."""
-    out: set[str] = set()
-    for node in ast.walk(cls):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node in cls.body:
-            out.add(node.name)
-        elif (
-            isinstance(node, ast.Attribute)
-            and isinstance(node.ctx, ast.Store)
-            and isinstance(node.value, ast.Name)
-            and node.value.id == "self"
-        ):
-            out.add(node.attr)
-    return frozenset(out)
-
-
-def dotted_name(node: ast.AST | None) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        base = dotted_name(node.value)
-        return None if base is None else f"{base}.{node.attr}"
-    return None
 
 
 class Semantics(ExprEval):

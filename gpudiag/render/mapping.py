@@ -5,7 +5,7 @@ Plain text, no colours, so it can be pasted into an issue or a log.
 
 from __future__ import annotations
 
-from gpudiag.core.dataparallel import gpu_by_nvml_index
+from gpudiag.core.describe import gpu_by_nvml_index
 from gpudiag.core.visibility import quote_value
 from gpudiag.model import Gpu, MigDevice, Resolution, Snapshot, VisibleDevice, short_uuid
 from gpudiag.render.findings import name_gpus_once

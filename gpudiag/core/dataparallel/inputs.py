@@ -1,0 +1,76 @@
+"""The user's DataParallel inputs: the module device's spelling, and the ids they likely meant.
+
+Users often pass nvidia-smi numbers or CUDA_VISIBLE_DEVICES entries where torch wants cuda
+ordinals; the fixes name the ordinals those became.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gpudiag.core.describe import join_and as _join
+from gpudiag.errors import GpudiagInputError
+from gpudiag.model import Resolution, VisibleDevice
+from gpudiag.parsing import is_int_text, show_value
+
+
+def parse_module_device(text: str | None) -> tuple[str, int | None] | None:
+    """``cpu``, ``cuda``, ``cuda:K`` or ``K`` → (type, ordinal or None).
+
+    Raises:
+        GpudiagInputError: any other spelling.
+    """
+    if text is None:
+        return None
+    value = text.strip().lower()
+    if value == "cpu":
+        return ("cpu", None)
+    if value == "cuda":
+        return ("cuda", None)
+    number = value[5:] if value.startswith("cuda:") else value
+    # torch.device accepts plain ASCII ordinals only ("cuda:01", "cuda:²" raise).
+    if is_int_text(number) and number[0] not in "+-" and (number == "0" or number[0] != "0"):
+        return ("cuda", int(number))
+    raise GpudiagInputError(
+        f"--module-device {show_value(text)} is not cpu, cuda, cuda:K or K "
+        "(K a non-negative integer)"
+    )
+
+
+def _suggest_ids(ids: Sequence[int], resolution: Resolution) -> list[int] | None:
+    # Users usually pass nvidia-smi numbers or the CUDA_VISIBLE_DEVICES entries
+    # themselves; map each to the ordinal it became, entry text first.
+    mapped: list[int] = []
+    for wanted in ids:
+        hit = next((d for d in resolution.devices if (d.entry or "").strip() == str(wanted)), None)
+        if hit is None:
+            hit = next(
+                (d for d in resolution.devices if d.nvml_index == wanted and d.mig_uuid is None),
+                None,
+            )
+        if hit is None:
+            return None
+        mapped.append(hit.cuda_ordinal)
+    if len(set(mapped)) != len(mapped):
+        return None
+    return mapped
+
+
+def _cvd_for(devices: Sequence[VisibleDevice]) -> str:
+    # UUIDs would be unambiguous; the entries as written keep the fix readable.
+    seen: list[str] = []
+    for d in devices:
+        text = d.mig_uuid or d.entry or d.uuid
+        if text not in seen:
+            seen.append(text)
+    return ",".join(seen)
+
+
+def _physical_hint(ordinals: Sequence[int], resolution: Resolution) -> str:
+    mapped = _suggest_ids(ordinals, resolution)
+    if mapped is None:
+        return "."
+    return (
+        f"; physical GPU {_join([str(o) for o in ordinals])} is cuda:"
+        f"{_join([str(m) for m in mapped])} here."
+    )
