@@ -120,12 +120,12 @@ def probe(
 ) -> None:
     """Run short training probes (single, dp, ddp, amp) and verify the numbers."""
     # Deferred: the runner is only needed when probing, and keeps --help cheap.
+    from gpudiag.launch.process import detect_launch
     from gpudiag.probes.runner import (
         MAX_TIMEOUT_S,
         ProbePlan,
         default_device,
         default_nproc,
-        detect_launch,
         gpu_driver_present,
         parse_probe_names,
         run_probes,

@@ -33,15 +33,15 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Literal, cast
+from typing import IO, Any, Literal
 
 from gpudiag.backends.subproc import python_module_argv
 from gpudiag.errors import GpudiagInputError
+from gpudiag.launch.process import LaunchEnv
 from gpudiag.parsing import int_or_none
 from gpudiag.probes.results import (
     PROBE_NAMES,
     HangInfo,
-    Launcher,
     ProbeName,
     ProbeReport,
     ProbeResult,
@@ -56,176 +56,6 @@ EXIT_GRACE_S = 10.0
 _POLL_S = 0.02
 
 Device = Literal["cpu", "cuda"]
-
-
-@dataclass(frozen=True)
-class LaunchEnv:
-    """This process's place in a job started by an external launcher.
-
-    Attributes:
-        launcher: ``torchrun``, ``accelerate``, ``deepspeed``, ``horovod``,
-            ``openmpi``, ``mpich``, ``intelmpi``, ``slurm``, or ``env`` (RANK and
-            WORLD_SIZE exported by something else); see ``gpudiag.core.launchers``.
-        rank: global rank (RANK, else the launcher's: OMPI_COMM_WORLD_RANK, PMI_RANK...).
-        world_size: WORLD_SIZE, else the launcher's size variable.
-        local_rank: LOCAL_RANK, else the launcher's local rank (0 when unset).
-        node_rank: GROUP_RANK or the launcher's node variable, if set.
-        run_id: a store key prefix unique to this job step.
-        local_world_size: ranks on this node, when the launcher says.
-        master_addr, master_port: where the ranks meet (MASTER_ADDR/MASTER_PORT, or
-            the one-node default under MPI and Horovod, docs/launchers.md).
-    """
-
-    launcher: Launcher
-    rank: int
-    world_size: int
-    local_rank: int
-    node_rank: int | None
-    run_id: str
-    local_world_size: int | None = None
-    master_addr: str | None = None
-    master_port: int | None = None
-
-
-_TORCH_VARS = {
-    "rank": "RANK",
-    "world_size": "WORLD_SIZE",
-    "local_rank": "LOCAL_RANK",
-    "local_world_size": "LOCAL_WORLD_SIZE",
-    "node_rank": "GROUP_RANK",
-}
-
-
-def detect_launch(environ: Mapping[str, str]) -> LaunchEnv | None:
-    """Reads the launcher's variables (``gpudiag.core.launchers``); None when self-launching.
-
-    torch's own RANK and WORLD_SIZE win when set (torchrun, accelerate and DeepSpeed
-    set them; a job script may export them). Otherwise the innermost launcher's
-    rank and size variables are used: Horovod's, Open MPI's OMPI_COMM_WORLD_*,
-    MPICH's and Intel MPI's PMI_RANK/PMI_SIZE/MPI_LOCALRANKID, or Slurm's
-    SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID/SLURM_NODEID. The ranks meet at
-    MASTER_ADDR:MASTER_PORT; under MPI or Horovod with every rank on this node
-    (local size = world size) they default to 127.0.0.1 and 29500.
-
-    Raises:
-        GpudiagInputError: a variable is not a number, or is out of range, or the
-            rendezvous address is missing for a job on several nodes.
-    """
-    from gpudiag.core.launchers import (
-        DEFAULT_MASTER_PORT,
-        MPI_FAMILY,
-        SPECS,
-        present_launchers,
-    )
-
-    names = present_launchers(environ)
-    if "RANK" in environ and "WORLD_SIZE" in environ:
-        name = names[0] if names and names[0] not in ("slurm",) else "env"
-        spec = SPECS[name]
-        # torch's variables first; the launcher's own where torch's are absent.
-        variables = {
-            f: var if var in environ else (spec.var(f) or var) for f, var in _TORCH_VARS.items()
-        }
-    else:
-        usable = [
-            n
-            for n in names
-            if n != "env"
-            and SPECS[n].rank in environ
-            and SPECS[n].world_size in environ
-            and n != "deepspeed"
-        ]
-        if not usable:
-            return None
-        name = usable[0]
-        spec = SPECS[name]
-        variables = {f: spec.var(f) or "" for f in _TORCH_VARS}
-    launcher = cast(Launcher, name)
-    rank = _env_int(environ, variables["rank"])
-    world_size = _env_int(environ, variables["world_size"])
-    local_rank = _env_int(environ, variables["local_rank"], 0) if variables["local_rank"] else 0
-    local_size_var = variables["local_world_size"]
-    local_world_size = (
-        _env_int(environ, local_size_var)
-        if local_size_var and environ.get(local_size_var, "").strip().isdigit()
-        else None
-    )
-    node_var = variables["node_rank"]
-    node_text = environ.get(node_var) if node_var else None
-    node_rank = (
-        _env_int(environ, node_var) if (node_text is not None and node_text.strip()) else None
-    )
-    if world_size < 1:
-        raise GpudiagInputError(f"world size must be >= 1 (got {world_size})")
-    if not 0 <= rank < world_size:
-        raise GpudiagInputError(f"rank {rank} is outside 0..{world_size - 1}")
-    if local_rank < 0:
-        raise GpudiagInputError(f"local rank must be >= 0 (got {local_rank})")
-    addr = environ.get("MASTER_ADDR", "").strip()
-    port_text = environ.get("MASTER_PORT", "").strip()
-    one_node = local_world_size is not None and local_world_size == world_size
-    if (name in MPI_FAMILY or name == "horovod") and one_node:
-        # Every rank is on this host: meet on the loopback at torchrun's default
-        # port unless the user exported MASTER_ADDR/MASTER_PORT.
-        addr = addr or "127.0.0.1"
-        port_text = port_text or str(DEFAULT_MASTER_PORT)
-    for var, value in (("MASTER_ADDR", addr), ("MASTER_PORT", port_text)):
-        if not value:
-            raise GpudiagInputError(
-                f"{launcher} launch (rank {rank} of {world_size}) needs {var} in the "
-                "environment for the ranks to meet (export MASTER_ADDR=<rank 0 host> "
-                "MASTER_PORT=<free port>" + _export_hint(name) + ")"
-            )
-    port = _env_int({"MASTER_PORT": port_text}, "MASTER_PORT")
-    if not 1 <= port <= 65535:
-        raise GpudiagInputError(f"MASTER_PORT must be 1..65535 (got {port})")
-    return LaunchEnv(
-        launcher,
-        rank,
-        world_size,
-        local_rank,
-        node_rank,
-        _run_id(name, environ),
-        local_world_size,
-        addr,
-        port,
-    )
-
-
-def _export_hint(name: str) -> str:
-    if name == "openmpi":
-        return "; mpirun passes them on with -x MASTER_ADDR -x MASTER_PORT"
-    if name in ("mpich", "intelmpi"):
-        return "; mpiexec passes them on with -genv MASTER_ADDR <host> -genv MASTER_PORT <port>"
-    return ""
-
-
-def _run_id(name: str, environ: Mapping[str, str]) -> str:
-    """A store key prefix every rank of one job computes alike."""
-    if name in ("torchrun", "accelerate"):
-        return (
-            f"torchrun-{environ.get('TORCHELASTIC_RUN_ID')}-"
-            f"{environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
-        )
-    if name == "slurm":
-        return f"slurm-{environ.get('SLURM_JOB_ID', '0')}-{environ.get('SLURM_STEP_ID', '0')}"
-    if name == "openmpi":
-        return f"openmpi-{environ.get('PMIX_NAMESPACE', '0')}"
-    if name == "intelmpi":
-        return f"intelmpi-{environ.get('I_MPI_HYDRA_UUID', '0')}"
-    return name
-
-
-def _env_int(environ: Mapping[str, str], name: str, default: int | None = None) -> int:
-    text = environ.get(name)
-    if text is None or not text.strip():
-        if default is None:
-            raise GpudiagInputError(f"{name} is empty")
-        return default
-    try:
-        return int(text.strip())
-    except ValueError:
-        raise GpudiagInputError(f"{name}={text!r} is not an integer") from None
 
 
 def gpu_driver_present() -> bool:
