@@ -182,6 +182,7 @@ def test_probe_launcher_variables(env: dict[str, str]) -> None:
     from gpudiag.errors import GpudiagInputError
     from gpudiag.launch.process import detect_launch
     from gpudiag.probes import runner
+    from gpudiag.probes.rendezvous import rendezvous_token
 
     clean = {k: v for k, v in _environment(env).items() if v is not None}
     try:
@@ -191,7 +192,7 @@ def test_probe_launcher_variables(env: dict[str, str]) -> None:
         launch = None
     if launch is not None:
         assert 0 <= launch.rank < launch.world_size
-    token = runner.rendezvous_token(launch, clean)
+    token = rendezvous_token(launch, clean)
     assert token
     saved = os.environ.copy()
     try:
