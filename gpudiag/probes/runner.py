@@ -85,9 +85,11 @@ def run_probes(
     assignments = _assign(plan, rank, world_size)
     remove_stale_dirs()
     children: list[Child] = []
-    tmp = make_run_dir()
-    try:
-        with terminate_as_exit():
+    # The SIGTERM handler spans the cleanup: a second SIGTERM during it must not
+    # fall back to the default action (killed, children and temp dir left).
+    with terminate_as_exit():
+        tmp = make_run_dir()
+        try:
             threads = _threads_per_child(
                 len(assignments), launch.local_world_size if launch is not None else None
             )
@@ -99,8 +101,8 @@ def run_probes(
                 )
                 children[-1].on_event = on_event
             outcome = monitor(children, plan.timeout_s)
-    finally:
-        cleanup(children, tmp)
+        finally:
+            cleanup(children, tmp)
     results = tuple(
         result_for(name, children, outcome, world_size, plan)
         for name in plan.probes

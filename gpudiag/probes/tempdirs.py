@@ -128,16 +128,30 @@ def _pid_alive(pid: int) -> bool:
 
 @contextmanager
 def terminate_as_exit() -> Iterator[None]:
-    """SIGTERM (torchrun stopping a failed job) unwinds, so children get killed."""
+    """SIGTERM (torchrun stopping a failed job) unwinds, so children get killed.
+
+    Only the first SIGTERM raises: a second one (torchrun and a shell both
+    signal) must not raise again inside the ``finally`` before :func:`cleanup`
+    starts, nor kill the process by the default action while it unwinds. So the
+    handler stays in place (as a no-op) after it fired: this process is exiting
+    with status 143. Seen as a flaky ``test_sigterm_cleans_up`` (exit -15): the
+    handler used to be restored to SIG_DFL before the cleanup held signals.
+    """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    fired = False
 
     def handler(signum: int, frame: object) -> None:
+        nonlocal fired
+        if fired:
+            return  # already unwinding: the cleanup is under way
+        fired = True
         raise SystemExit(128 + signum)
 
     previous = signal.signal(signal.SIGTERM, handler)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        if not fired:
+            signal.signal(signal.SIGTERM, previous)
