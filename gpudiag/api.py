@@ -113,8 +113,8 @@ def validate_arguments(function: str, arguments: Mapping[str, Any]) -> None:
             fail(TypeError, name, "a str or None")
     launcher = arguments.get("launcher")
     if isinstance(launcher, str):
-        from gpudiag.core.launchers import CHOOSABLE, canonical_launcher
         from gpudiag.errors import GpudiagInputError
+        from gpudiag.launch.table import CHOOSABLE, canonical_launcher
 
         try:
             canonical_launcher(launcher)

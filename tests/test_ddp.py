@@ -7,16 +7,11 @@ from typing import Any
 
 import pytest
 
-from gpudiag.core.ddp import (
-    CODES,
-    duplicate_gpu_text,
-    has_launcher_env,
-    parse_env_int,
-    parse_tasks_per_node,
-    validate_ddp,
-)
+from gpudiag.core.ddp import CODES, duplicate_gpu_text, has_launcher_env, validate_ddp
 from gpudiag.core.visibility import resolve_visible
 from gpudiag.errors import GpudiagInputError
+from gpudiag.launch.ints import parse_env_int
+from gpudiag.launch.reader import parse_tasks_per_node
 from gpudiag.model import Finding
 
 from .conftest import load_fixture

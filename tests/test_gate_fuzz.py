@@ -180,17 +180,19 @@ def test_probe_launcher_variables(env: dict[str, str]) -> None:
     # The probe's reading of torchrun/Slurm variables: a LaunchEnv, or bad
     # input (exit 2 in the CLI), never another exception. Pure, so cheap to fuzz.
     from gpudiag.errors import GpudiagInputError
+    from gpudiag.launch.process import detect_launch
     from gpudiag.probes import runner
+    from gpudiag.probes.rendezvous import rendezvous_token
 
     clean = {k: v for k, v in _environment(env).items() if v is not None}
     try:
-        launch = runner.detect_launch(clean)
+        launch = detect_launch(clean)
     except GpudiagInputError as exc:
         assert "\n" not in str(exc)
         launch = None
     if launch is not None:
         assert 0 <= launch.rank < launch.world_size
-    token = runner.rendezvous_token(launch, clean)
+    token = rendezvous_token(launch, clean)
     assert token
     saved = os.environ.copy()
     try:

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from gpudiag.cli import main
 from gpudiag.cli.exitcodes import BAD_INPUT
-from gpudiag.probes import runner
+from gpudiag.probes import children, tempdirs
 from gpudiag.probes.runner import ProbePlan, run_probes
 
 INTERRUPTED = 130  # docs/cli.md
@@ -121,8 +121,8 @@ def test_a_crashed_workers_last_lines_are_in_the_report(
         "print('RuntimeError: CUDA error: an illegal memory access', file=sys.stderr)\n"
         "sys.exit(3)\n"
     )
-    monkeypatch.setattr(runner, "python_module_argv", lambda *a: [sys.executable, "-c", crash])
-    monkeypatch.setattr(runner.tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(children, "python_module_argv", lambda *a: [sys.executable, "-c", crash])
+    monkeypatch.setattr(tempdirs.tempfile, "tempdir", str(tmp_path))
     report = run_probes(ProbePlan(probes=("single",), device="cpu", timeout_s=30))
     (result,) = report.probes
     assert result.status == "fail"
@@ -149,7 +149,7 @@ def test_stale_dirs_of_dead_runs_are_removed(tmp_path: Path) -> None:
     (live / OWNER_FILE).write_text(f"{os.getpid()}\n")
     two_days_ago = time.time() - 2 * 24 * 3600
     os.utime(old_unowned, (two_days_ago, two_days_ago))
-    removed = runner.remove_stale_dirs(str(tmp_path))
+    removed = tempdirs.remove_stale_dirs(str(tmp_path))
     assert sorted(p.name for p in removed) == ["gpudiag-probe-dead", "gpudiag-probe-old"]
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "gpudiag-probe-live",

@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 
 from gpudiag.cli.exitcodes import TIMEOUT
-from gpudiag.probes.runner import LaunchEnv, rendezvous_token
+from gpudiag.launch.process import LaunchEnv
+from gpudiag.probes.rendezvous import rendezvous_token
 
 _LAUNCH_VARS = (
     "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",

@@ -1,4 +1,4 @@
-"""The launcher model (gpudiag.core.launchers) and the findings built on it.
+"""The launcher model (gpudiag.launch) and the findings built on it.
 
 The environments below were recorded from real runs (Open MPI 5.0.11, MPICH 5.0.2 and
 Intel MPI 2021.19 ``mpiexec -n 2/4``, DeepSpeed 0.19.8 ``deepspeed --num_gpus 2``,
@@ -16,15 +16,11 @@ from click.testing import CliRunner
 
 from gpudiag.cli import main
 from gpudiag.core.check import run_check
-from gpudiag.core.launchers import (
-    canonical_launcher,
-    deepspeed_devices,
-    has_launcher_vars,
-    present_launchers,
-    read_launch,
-)
 from gpudiag.errors import GpudiagInputError
-from gpudiag.probes.runner import detect_launch
+from gpudiag.launch.deepspeed import deepspeed_devices
+from gpudiag.launch.process import detect_launch
+from gpudiag.launch.reader import read_launch
+from gpudiag.launch.table import canonical_launcher, has_launcher_vars, present_launchers
 
 from .conftest import fixture_path, load_fixture
 
@@ -465,7 +461,7 @@ def test_cli_launcher_json(monkeypatch: pytest.MonkeyPatch) -> None:
     assert '"DDP-DEEPSPEED-DEVICES"' in result.stdout
 
 
-# --- probe: rank and size from the launcher (gpudiag.probes.runner.detect_launch) ----
+# --- probe: rank and size from the launcher (gpudiag.launch.process.detect_launch) ----
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,8 @@ from typing import Any
 
 import pytest
 
-from gpudiag.core.launchers import deepspeed_devices, read_launch
+from gpudiag.launch.deepspeed import deepspeed_devices
+from gpudiag.launch.reader import read_launch
 
 from .conftest import fixture_path
 

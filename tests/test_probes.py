@@ -25,6 +25,7 @@ from click.testing import CliRunner
 from gpudiag.cli import main
 from gpudiag.cli.exitcodes import BAD_INPUT, FAILED, OK, TIMEOUT
 from gpudiag.errors import GpudiagInputError
+from gpudiag.launch.process import detect_launch
 from gpudiag.probes.results import (
     PROBE_NAMES,
     BandwidthRow,
@@ -33,7 +34,6 @@ from gpudiag.probes.results import (
     ProbeResult,
     RankRow,
 )
-from gpudiag.probes.runner import detect_launch
 
 PY = sys.executable
 # Launcher variables that would make a test's gpudiag think it runs under one.

@@ -314,7 +314,7 @@ def check(
     parse_module_device(module_device)
     style = human_style(quiet, verbose)
     if launcher is not None:
-        from gpudiag.core.launchers import canonical_launcher
+        from gpudiag.launch.table import canonical_launcher
 
         canonical_launcher(launcher)  # bad input exits 2 before the machine is read
     machine = load_machine(snapshot_path, torch="deep" if deep else "auto")

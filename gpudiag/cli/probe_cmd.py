@@ -17,7 +17,7 @@ from gpudiag.errors import GpudiagInputError
 from gpudiag.parsing import parse_int_list, show_value
 
 if TYPE_CHECKING:
-    from gpudiag.probes.runner import ProbePlan
+    from gpudiag.probes.plan import ProbePlan
     from gpudiag.render.progress import Progress
     from gpudiag.render.text import Style
 
@@ -140,12 +140,12 @@ def probe(
 ) -> None:
     """Run short training probes (single, dp, ddp, amp) and verify the numbers."""
     # Deferred: the runner is only needed when probing, and keeps --help cheap.
+    from gpudiag.launch.process import detect_launch
+    from gpudiag.probes.plan import ProbePlan
     from gpudiag.probes.runner import (
         MAX_TIMEOUT_S,
-        ProbePlan,
         default_device,
         default_nproc,
-        detect_launch,
         gpu_driver_present,
         parse_probe_names,
         run_probes,

@@ -28,11 +28,12 @@ from gpudiag.core.ddp import has_launcher_env
 from gpudiag.core.health import health_findings
 from gpudiag.core.host import kineto_findings, with_host_findings
 from gpudiag.core.launch_rules import deepspeed_findings
-from gpudiag.core.launchers import canonical_launcher, deepspeed_devices, present_launchers
 from gpudiag.core.precision import precision_findings
 from gpudiag.core.prelaunch import ddp_findings
 from gpudiag.core.rank_devices import set_device_roles
 from gpudiag.errors import GpudiagInputError
+from gpudiag.launch.deepspeed import deepspeed_devices
+from gpudiag.launch.table import canonical_launcher, present_launchers
 
 if TYPE_CHECKING:
     from gpudiag.core.visibility import DriverAsker
@@ -166,7 +167,7 @@ def run_check(
         driver: asks the CUDA driver to confirm the mapping (live machines only);
             None keeps the rules' answer.
         launcher: evaluate a launch by this launcher before it starts (``torchrun``,
-            ``deepspeed``, ``openmpi``...; :mod:`gpudiag.core.launchers`).
+            ``deepspeed``, ``openmpi``...; :mod:`gpudiag.launch.table`).
         deepspeed_include, deepspeed_exclude: DeepSpeed's ``--include``/``--exclude``
             (imply ``launcher='deepspeed'``); with ``nproc_per_node`` as ``--num_gpus``
             they decide the workers' ``CUDA_VISIBLE_DEVICES``.

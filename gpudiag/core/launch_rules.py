@@ -1,7 +1,7 @@
 """Findings about the launcher itself: which one, disagreeing launchers, rendezvous
 under MPI, and DeepSpeed's device flags.
 
-Pure: reads a :class:`~gpudiag.core.launchers.Launch` (``gpudiag.core.launchers``
+Pure: reads a :class:`~gpudiag.launch.reader.Launch` (``gpudiag.launch.table``
 cites every launcher's variables). ``gpudiag.core.ddp`` calls these from
 ``validate_ddp``; ``gpudiag.core.check`` calls :func:`deepspeed_findings`.
 """
@@ -10,15 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 
-from gpudiag.core.launchers import (
-    MPI_FAMILY,
-    SETS_TORCH_ENV,
-    SPAWNS_WORKERS,
-    SPECS,
-    DeepSpeedDevices,
-    Launch,
-    LauncherView,
-)
+from gpudiag.core.ddp_env import ENV_RENDEZVOUS_ORDER, env_missing_text
+from gpudiag.launch.deepspeed import DeepSpeedDevices
+from gpudiag.launch.reader import Launch, LauncherView
+from gpudiag.launch.table import MPI_FAMILY, SETS_TORCH_ENV, SPAWNS_WORKERS, SPECS
 from gpudiag.model import Finding, Severity
 
 CODES: dict[str, str] = {
@@ -28,13 +23,7 @@ CODES: dict[str, str] = {
     "DDP-DEEPSPEED-REFUSED": "DeepSpeed's runner refuses its device flags and starts no worker",
 }
 
-ENV_RENDEZVOUS_ORDER = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 _TIMEOUT = "torch.distributed.DistStoreError: Timed out ... waiting for clients"
-_EXPORT = {
-    "openmpi": "mpirun -x MASTER_ADDR=<rank 0 host> -x MASTER_PORT=29500 ...",
-    "mpich": "mpiexec -genv MASTER_ADDR <rank 0 host> -genv MASTER_PORT 29500 ...",
-    "intelmpi": "mpiexec -genv MASTER_ADDR <rank 0 host> -genv MASTER_PORT 29500 ...",
-}
 
 
 def _pair(view: LauncherView, rank_field: str, size_field: str | None, label: str) -> str | None:
@@ -189,8 +178,6 @@ def _mismatch(a: LauncherView, b: LauncherView, field_name: str, va: int, vb: in
 
 def rendezvous_findings(launch: Launch, env: Mapping[str, str]) -> list[Finding]:
     """Under (or before) an MPI launch: torch's env:// variables MPI does not set."""
-    from gpudiag.core.ddp import env_missing_text  # ddp imports this module
-
     name = launch.launcher
     if name not in MPI_FAMILY or launch.view is None:
         return []
@@ -213,7 +200,7 @@ def rendezvous_findings(launch: Launch, env: Mapping[str, str]) -> list[Finding]
                 "warning",
                 f"{title} does not set torch's {', '.join(missing)}: "
                 "init_process_group(init_method='env://') needs them in every rank.",
-                (f"Export them: {_EXPORT[name]}; " if addr_missing else "") + f"{mapping}.",
+                (f"Export them: {view.spec.export}; " if addr_missing else "") + f"{mapping}.",
                 env_missing_text(missing[0]),
                 missing[0],
             )
@@ -227,7 +214,7 @@ def rendezvous_findings(launch: Launch, env: Mapping[str, str]) -> list[Finding]
                 f"{where}, but {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not "
                 f"set: {title} does not set them, so init_process_group(init_method='env://') "
                 "cannot rendezvous.",
-                f"Export them to every rank: {_EXPORT[name]}; {mapping}.",
+                f"Export them to every rank: {view.spec.export}; {mapping}.",
                 env_missing_text(missing[0]),
                 missing[0],
             )

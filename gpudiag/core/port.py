@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from gpudiag.core.ddp import parse_env_int
+from gpudiag.launch.ints import parse_env_int
 from gpudiag.model import Finding, PortProbe, Severity
 
 CODES: dict[str, str] = {

@@ -45,10 +45,11 @@ from gpudiag.core.ddp import (
     env_missing_text,
     validate_ddp,
 )
-from gpudiag.core.launchers import SPECS, read_launch
 from gpudiag.core.port import PortProber, port_findings, port_target
 from gpudiag.core.rank_devices import device_subset_findings, per_rank_set_device_findings
 from gpudiag.errors import GpudiagInputError
+from gpudiag.launch.reader import read_launch
+from gpudiag.launch.table import SPECS
 from gpudiag.model import Finding, Resolution, Snapshot
 
 CODES: dict[str, str] = {
@@ -88,7 +89,7 @@ def launched_findings(
     Args:
         env: the rank's environment.
         launcher: ``check --launcher``; else the launcher whose variables are set
-            (:func:`gpudiag.core.launchers.read_launch`).
+            (:func:`gpudiag.launch.reader.read_launch`).
         script_reads: variables the script reads itself before ``init_process_group``,
             in order (``int(os.environ['LOCAL_RANK'])``).
         init_rank_args: ``init_process_group`` gets ``rank=`` and ``world_size=``, so

@@ -19,8 +19,9 @@ from gpudiag.core.dataparallel import (
     describe_devices,
     gpu_by_nvml_index,
 )
-from gpudiag.core.ddp import duplicate_gpu_text, parse_env_int
+from gpudiag.core.ddp import duplicate_gpu_text
 from gpudiag.errors import GpudiagInputError
+from gpudiag.launch.ints import parse_env_int
 from gpudiag.model import Finding, Resolution, Snapshot
 
 CODES: dict[str, str] = {

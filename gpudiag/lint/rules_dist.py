@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from gpudiag.lint.codes import Hit, hit
 from gpudiag.lint.facts import Event, Facts
-from gpudiag.lint.values import Val, int_list, rank_kind
+from gpudiag.lint.values import GLOBAL_RANK_VARS, Val, int_list, rank_kind
 
 DDP_IDS_TEXT = (
     "ValueError: DistributedDataParallel device_ids and output_device arguments only work "
@@ -95,7 +95,7 @@ def _short(node: object, limit: int = 50) -> str:
 
 
 def _rank_source(val: Val) -> str:
-    for var in ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"):
+    for var in sorted(GLOBAL_RANK_VARS, key=lambda v: (v != "RANK", v)):
         if f"env:{var}" in val.tags:
             return f"os.environ['{var}']"
     return "dist.get_rank()"

@@ -13,12 +13,13 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field, replace
 
-#: Environment variables holding the global rank (torchrun, Slurm, Open MPI, MPICH).
-GLOBAL_RANK_VARS = frozenset({"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"})
+from gpudiag.launch.table import variables_of
+
+#: Environment variables holding the global rank: every launcher's, from the one
+#: launcher table (torchrun, Slurm, Open MPI, MPICH/Intel MPI, Horovod...).
+GLOBAL_RANK_VARS = variables_of("rank")
 #: Environment variables holding the rank within the node.
-LOCAL_RANK_VARS = frozenset(
-    {"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"}
-)
+LOCAL_RANK_VARS = variables_of("local_rank")
 RANK_TAGS = frozenset({"RANK", "LOCAL", "SPAWN"})
 #: Tags that survive an unknown function or method call, attribute or subscript: a
 #: random port stays random and a float16 model stays float16, but ``f(rank)`` or

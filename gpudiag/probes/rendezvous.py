@@ -3,7 +3,8 @@
 Every rank publishes its row (host, pid, the physical GPU behind ``cuda:<local_rank>``)
 in a key-value store (a FileStore, or a TCPStore bound to MASTER_ADDR only), signed with
 an HMAC under the job's token, and waits for every other rank's; a forged arrival is
-refused and reported. Rank 0 hosts the TCPStore and leaves it last.
+refused and reported. Rank 0 hosts the TCPStore and leaves it last. The job's token
+itself is chosen here too (``rendezvous_token``), by the parent before it starts ranks.
 """
 
 from __future__ import annotations
@@ -12,11 +13,14 @@ import hashlib
 import hmac
 import json
 import os
+import secrets
 import socket
 import time
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from gpudiag.launch.process import LaunchEnv
 from gpudiag.parsing import int_or_none
 from gpudiag.probes.common import WorkerContext
 from gpudiag.probes.results import RankRow
@@ -33,7 +37,29 @@ _POLL_S = 0.05
 #: sets it for its children: GPUDIAG_RDZV_TOKEN when the user exported one,
 #: else one derived from the launcher's run id, or a random one when
 #: self-launched.
-TOKEN_ENV = "GPUDIAG_RDZV_TOKEN"
+RDZV_TOKEN_ENV = "GPUDIAG_RDZV_TOKEN"
+
+
+def rendezvous_token(launch: LaunchEnv | None, environ: Mapping[str, str]) -> str:
+    """The secret every ddp arrival is signed with; the same on every rank.
+
+    ``GPUDIAG_RDZV_TOKEN`` when the user exported one (the strong choice on a
+    shared host: every rank inherits it, no other user can read it). Under a
+    launcher without it, derived from what all ranks of this job step share:
+    the launcher's run id (TORCHELASTIC_RUN_ID / SLURM_JOB_ID and step) and
+    MASTER_ADDR/MASTER_PORT; it separates jobs and stops casual forgery but
+    is guessable. Self-launched: a fresh random secret, passed to the local
+    children in their environment.
+    """
+    explicit = environ.get(RDZV_TOKEN_ENV, "")
+    if explicit:
+        return explicit
+    if launch is None:
+        return secrets.token_hex(32)
+    shared = "\n".join(
+        (launch.run_id, environ.get("MASTER_ADDR", ""), environ.get("MASTER_PORT", ""))
+    )
+    return hashlib.sha256(f"gpudiag-rdzv-token/1\n{shared}".encode()).hexdigest()
 
 
 def own_row(ctx: WorkerContext) -> tuple[RankRow, str | None]:
@@ -160,7 +186,7 @@ def rendezvous_mac(run_id: str, rank: int, body: str) -> str:
     under /proc), never in argv or in the store, so a peer that can reach the
     store can read arrivals but cannot forge one.
     """
-    token = os.environ.get(TOKEN_ENV, "").encode()
+    token = os.environ.get(RDZV_TOKEN_ENV, "").encode()
     message = f"gpudiag-rdzv/1\n{run_id}\n{rank}\n{body}".encode()
     return hmac.new(token, message, hashlib.sha256).hexdigest()
 

@@ -314,7 +314,7 @@ class ProbeReport:
     Attributes:
         device: ``cpu`` or ``cuda``.
         launcher: ``self`` (gpudiag started the ranks), or the external launcher
-            (``torchrun``, ``openmpi``, ``slurm``...; ``gpudiag.core.launchers``).
+            (``torchrun``, ``openmpi``, ``slurm``...; ``gpudiag.launch.table``).
         rank: this process's global rank (0 when self-launched).
         world_size: ranks in the ddp probe (1 when it did not run).
         timeout_s: the per-probe hard wall-clock limit.
