@@ -267,7 +267,8 @@ def test_cli_names_each_input_of_a_conflict_as_given() -> None:
     code, _, err = _check_cli("--launcher", "torchrun", "--deepspeed-include", "localhost:1")
     assert code == 2
     assert err == (
-        "gpudiag: error: --deepspeed-include needs --launcher deepspeed, not 'torchrun'\n"
+        "gpudiag: error: --deepspeed-include given: DeepSpeed's include/exclude need "
+        "--launcher deepspeed, not 'torchrun'\n"
     )
     code, _, err = _check_cli("--set-device", "0,1", env={"LOCAL_RANK": "5"})
     assert code == 2
@@ -310,7 +311,8 @@ def test_a_good_variable_is_used_like_the_option() -> None:
         (
             {"launcher": "torchrun", "deepspeed_exclude": "localhost:0"},
             ValueError,
-            "deepspeed_exclude needs launcher deepspeed, not 'torchrun'",
+            "deepspeed_exclude given: DeepSpeed's include/exclude need launcher deepspeed, "
+            "not 'torchrun'",
         ),
         (
             {"set_device_per_rank": [0, 1], "env": {"LOCAL_RANK": "5"}},

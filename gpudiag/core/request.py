@@ -325,7 +325,10 @@ def _launcher_name(r: CheckRequest) -> str | None:
             continue
         if name not in (None, "deepspeed"):
             raise RequestError(
-                flag, f"needs {{launcher}} deepspeed, not {r.launcher!r}", refs=("launcher",)
+                flag,
+                "given: DeepSpeed's include/exclude need {launcher} deepspeed, "
+                f"not {r.launcher!r}",
+                refs=("launcher",),
             )
         name = "deepspeed"
     return name
