@@ -374,3 +374,15 @@ def test_lint_check_keeps_the_rendezvous_error_check_reports_as_info() -> None:
     assert "LINT-RENDEZVOUS-ENV-MISSING" in result.stdout
     assert "DDP-NOT-LAUNCHED" in result.stdout
     assert result.exit_code == 1
+
+
+@pytest.mark.parametrize("command", ["check", "list"])
+def test_click_checked_order_names_the_variable_too(command: str) -> None:
+    runner = CliRunner()
+    by_env = runner.invoke(
+        main, [command, "--snapshot", A100], env={f"GPUDIAG_{command.upper()}_ORDER": "x"}
+    )
+    assert by_env.exit_code == 2
+    assert f"Invalid value for 'GPUDIAG_{command.upper()}_ORDER': 'x'" in by_env.stderr
+    by_option = runner.invoke(main, [command, "--snapshot", A100, "--order", "x"])
+    assert by_option.exit_code == 2 and "Invalid value for '--order': 'x'" in by_option.stderr

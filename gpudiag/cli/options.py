@@ -37,9 +37,20 @@ def json_option(func: F) -> F:
     )(func)
 
 
+class _SpelledOption(click.Option):
+    """An option whose click-side errors (a bad ``--order`` choice) name the
+    ``GPUDIAG_*`` variable when the value came from it, like :func:`spelled`."""
+
+    def get_error_hint(self, ctx: click.Context | None) -> str:
+        if ctx is not None and self.name is not None:
+            return f"'{spelled(ctx, self.name)}'"
+        return super().get_error_hint(ctx)
+
+
 def _visible_pair(func: F, *, spec_help: str, order_help: str) -> F:
     func = click.option(
         "--order",
+        cls=_SpelledOption,
         metavar="ORDER",
         type=click.Choice(ORDER_CHOICES, case_sensitive=True),
         default=None,
