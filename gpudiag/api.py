@@ -13,7 +13,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpudiag import import_env
-from gpudiag.core.check import FROM_SNAPSHOT, Report, _FromSnapshot, run_check
+from gpudiag.core.check import Report, run_check
+from gpudiag.core.request import FIELDS, FROM_SNAPSHOT, CheckRequest, RequestError, _FromSnapshot
 from gpudiag.model import Finding, Snapshot, uuid_key
 
 #: ``CUDA_VISIBLE_DEVICES`` when the gpudiag package was first imported: the best
@@ -45,106 +46,57 @@ class GpuConfigError(RuntimeError):
         super().__init__("\n".join(lines))
 
 
-_INT_PARAMS = (
-    "output_device",
-    "set_device",
-    "batch_size",
-    "nproc_per_node",
-    "expect_gpus",
-    "local_rank",
-)
-_CHOICES = {
-    "backend": ("nccl", "gloo"),
-    "amp": ("bf16", "fp16"),
-    "model_dtype": ("bf16", "fp16", "fp32"),
-}
-_INT_LISTS = ("device_ids", "set_device_per_rank", "ddp_devices")
-_ORDERS = ("PCI_BUS_ID", "FASTEST_FIRST")
-
-
 def _shown(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
 
 def validate_arguments(function: str, arguments: Mapping[str, Any]) -> None:
-    """Checks :func:`check`'s / :func:`guard`'s keyword arguments, in Python's terms.
+    """Checks the arguments of :func:`check`/:func:`guard` that are not part of the
+    :class:`CheckRequest` (the machine, the environment, flags), in Python's terms.
 
     Raises:
         TypeError: an argument of the wrong type, naming the parameter.
-        ValueError: a value outside its choices.
     """
 
-    def fail(kind: type[Exception], name: str, wanted: str) -> None:
+    def fail(name: str, wanted: str) -> None:
         value = arguments[name]
-        raise kind(
+        raise TypeError(
             f"{function}(): {name} must be {wanted}, not {type(value).__name__} {_shown(value)}"
         )
 
     snapshot = arguments.get("snapshot")
     if snapshot is not None and not isinstance(snapshot, (str, os.PathLike, Snapshot)):
-        fail(TypeError, "snapshot", "a file path (str or os.PathLike), a Snapshot or None")
-    for name in ("visible", "order"):
-        value = arguments.get(name)
-        if value is not None and value is not FROM_SNAPSHOT and not isinstance(value, str):
-            fail(TypeError, name, "a str or None")
-    order = arguments.get("order")
-    if isinstance(order, str) and order not in _ORDERS:
-        fail(ValueError, "order", "'PCI_BUS_ID', 'FASTEST_FIRST' or None")
-    for name in _INT_LISTS:
-        ids = arguments.get(name)
-        if ids is not None and (
-            isinstance(ids, (str, bytes))
-            or not isinstance(ids, Sequence)
-            or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids)
-        ):
-            fail(TypeError, name, "a sequence of int (e.g. [0, 1]) or None")
-    reads = arguments.get("script_reads", ())
-    if (
-        isinstance(reads, (str, bytes))
-        or not isinstance(reads, Sequence)
-        or not all(isinstance(r, str) for r in reads)
-    ):
-        # A plain "LOCAL_RANK" would be read letter by letter.
-        fail(TypeError, "script_reads", "a sequence of variable names (e.g. ['LOCAL_RANK'])")
-    for name in ("launcher", "deepspeed_include", "deepspeed_exclude"):
-        value = arguments.get(name)
-        if value is not None and not isinstance(value, str):
-            fail(TypeError, name, "a str or None")
-    launcher = arguments.get("launcher")
-    if isinstance(launcher, str):
-        from gpudiag.errors import GpudiagInputError
-        from gpudiag.launch.table import CHOOSABLE, canonical_launcher
-
-        try:
-            canonical_launcher(launcher)
-        except GpudiagInputError:
-            fail(ValueError, "launcher", "one of " + ", ".join(map(repr, CHOOSABLE)) + " or None")
-    for name in _INT_PARAMS:
-        value = arguments.get(name)
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
-            fail(TypeError, name, "an int or None")
-    for name in ("batch_size", "nproc_per_node", "expect_gpus"):
-        value = arguments.get(name)
-        if isinstance(value, int) and value < (0 if name == "expect_gpus" else 1):
-            fail(ValueError, name, "0 or more" if name == "expect_gpus" else "1 or more")
-    for name in ("dataparallel", "strict", "deep", "launched", "init_rank_args", "tf32"):
+        fail("snapshot", "a file path (str or os.PathLike), a Snapshot or None")
+    for name in ("strict", "deep"):
         if name in arguments and not isinstance(arguments[name], bool):
-            fail(TypeError, name, "True or False")
-    for name in ("module_device", *_CHOICES):
-        value = arguments.get(name)
-        if value is not None and not isinstance(value, str):
-            fail(TypeError, name, "a str or None")
-    for name, choices in _CHOICES.items():
-        value = arguments.get(name)
-        if isinstance(value, str) and value.lower() not in choices:
-            fail(ValueError, name, " or ".join(repr(c) for c in choices) + " or None")
+            fail(name, "True or False")
     env = arguments.get("env")
     if env is not None and (
         not isinstance(env, Mapping)
         or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())
     ):
-        fail(TypeError, "env", "a mapping of str to str (like os.environ) or None")
+        fail("env", "a mapping of str to str (like os.environ) or None")
+
+
+def _python_error(function: str, exc: RequestError) -> Exception:
+    """The request's error in Python's terms: the keyword, TypeError or ValueError."""
+    kind = TypeError if isinstance(exc, TypeError) else ValueError
+    return kind(f"{function}(): {exc.worded(str, python=True)}")
+
+
+def build_request(function: str, arguments: Mapping[str, Any]) -> CheckRequest:
+    """The :class:`CheckRequest` from :func:`check`'s / :func:`guard`'s keywords.
+
+    Raises:
+        TypeError: an argument of the wrong type, naming the parameter.
+        ValueError: a value outside its choices or range.
+    """
+    validate_arguments(function, arguments)
+    try:
+        return CheckRequest(**{name: arguments[name] for name in FIELDS if name in arguments})
+    except RequestError as exc:
+        raise _python_error(function, exc) from None
 
 
 def _machine(snapshot: str | os.PathLike[str] | Snapshot | None, deep: bool = False) -> Snapshot:
@@ -188,7 +140,7 @@ def check(
     tf32: bool = False,
     model_dtype: str | None = None,
 ) -> Report:
-    """Run ``gpudiag check`` from Python; same keywords as :func:`gpudiag.core.check.run_check`.
+    """Run ``gpudiag check`` from Python; keywords are :class:`CheckRequest` fields.
 
     Args:
         snapshot: a snapshot file path, a :class:`Snapshot`, or None for this machine.
@@ -203,13 +155,17 @@ def check(
         ValueError: a value outside its choices, e.g. ``backend="mpi"``.
         gpudiag.snapshot.SnapshotError: an unreadable or malformed snapshot file.
     """
-    validate_arguments("gpudiag.check", locals())
-    if isinstance(backend, str):
-        backend = backend.lower()
-    if isinstance(amp, str):
-        amp = amp.lower()
-    if isinstance(model_dtype, str):
-        model_dtype = model_dtype.lower()
+    request = build_request("gpudiag.check", locals())
+    return _check("gpudiag.check", request, snapshot, env, deep)
+
+
+def _check(
+    function: str,
+    request: CheckRequest,
+    snapshot: str | os.PathLike[str] | Snapshot | None,
+    env: Mapping[str, str] | None,
+    deep: bool,
+) -> Report:
     machine = _machine(snapshot, deep)
     driver = None
     port_prober = None
@@ -219,35 +175,16 @@ def check(
 
         driver = live_driver_asker(machine)
         port_prober = probe_port  # live only: a snapshot cannot know which ports are taken
-    return run_check(
-        machine,
-        visible=visible,
-        order=order,
-        device_ids=device_ids,
-        output_device=output_device,
-        set_device=set_device,
-        module_device=module_device,
-        batch_size=batch_size,
-        dataparallel=dataparallel,
-        nproc_per_node=nproc_per_node,
-        backend=backend,
-        amp=amp,
-        expect_gpus=expect_gpus,
-        env=dict(os.environ) if env is None else env,
-        driver=driver,
-        launcher=launcher,
-        deepspeed_include=deepspeed_include,
-        deepspeed_exclude=deepspeed_exclude,
-        launched=launched,
-        script_reads=script_reads,
-        init_rank_args=init_rank_args,
-        set_device_per_rank=set_device_per_rank,
-        local_rank=local_rank,
-        ddp_devices=ddp_devices,
-        tf32=tf32,
-        model_dtype=model_dtype,
-        port_prober=port_prober,
-    )
+    try:
+        return run_check(
+            machine,
+            request,
+            env=dict(os.environ) if env is None else env,
+            driver=driver,
+            port_prober=port_prober,
+        )
+    except RequestError as exc:  # set_device_per_rank with no value for LOCAL_RANK
+        raise _python_error(function, exc) from None
 
 
 def _torch_state() -> tuple[bool, list[str] | None]:
@@ -343,38 +280,11 @@ def guard(
         TypeError: an argument of the wrong type (the message names it).
         ValueError: a value outside its choices.
     """
-    validate_arguments("gpudiag.guard", locals())
+    request = build_request("gpudiag.guard", locals())
     initialised, torch_uuids = _torch_state()
     if not initialised or torch_uuids is None:
         initialised, torch_uuids = _driver_state(initialised, torch_uuids)
-    report = check(
-        snapshot=snapshot,
-        visible=visible,
-        order=order,
-        device_ids=device_ids,
-        output_device=output_device,
-        set_device=set_device,
-        module_device=module_device,
-        batch_size=batch_size,
-        dataparallel=dataparallel,
-        nproc_per_node=nproc_per_node,
-        backend=backend,
-        amp=amp,
-        expect_gpus=expect_gpus,
-        env=env,
-        deep=deep,
-        launcher=launcher,
-        deepspeed_include=deepspeed_include,
-        deepspeed_exclude=deepspeed_exclude,
-        launched=launched,
-        script_reads=script_reads,
-        init_rank_args=init_rank_args,
-        set_device_per_rank=set_device_per_rank,
-        local_rank=local_rank,
-        ddp_devices=ddp_devices,
-        tf32=tf32,
-        model_dtype=model_dtype,
-    )
+    report = _check("gpudiag.guard", request, snapshot, env, deep)
     extra: list[Finding] = []
     if initialised:
         extra.append(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -22,8 +22,10 @@ from gpudiag.cli.options import (
     json_option,
     output_options,
     snapshot_option,
+    spelled,
     visible_options,
 )
+from gpudiag.core.request import FROM_SNAPSHOT, CheckRequest, RequestError
 from gpudiag.errors import GpudiagInputError
 from gpudiag.parsing import parse_int, parse_int_list
 
@@ -64,7 +66,7 @@ Exit codes: 0 no errors (warnings allowed); 1 errors, or warnings with
 --strict; 2 bad input."""
 
 
-def parse_device_ids(text: str | None) -> tuple[bool, list[int] | None]:
+def parse_device_ids(text: str | None, name: str = "--device-ids") -> tuple[bool, list[int] | None]:
     """``--device-ids`` → (validate DataParallel?, ids or None for torch's default).
 
     ``''`` is an explicit empty list; ``all`` means torch's default (every visible GPU).
@@ -79,11 +81,13 @@ def parse_device_ids(text: str | None) -> tuple[bool, list[int] | None]:
         return True, None
     if value == "":
         return True, []
-    ids = parse_int_list("--device-ids", value)
+    ids = parse_int_list(name, value)
     return True, ids
 
 
-def parse_set_device(text: str | None) -> tuple[int | None, list[int] | None]:
+def parse_set_device(
+    text: str | None, name: str = "--set-device"
+) -> tuple[int | None, list[int] | None]:
     """``--set-device K`` → (K, None); ``--set-device K0,K1`` → (None, [K0, K1]).
 
     Raises:
@@ -92,8 +96,8 @@ def parse_set_device(text: str | None) -> tuple[int | None, list[int] | None]:
     if text is None:
         return None, None
     if "," in text:
-        return None, parse_int_list("--set-device", text)
-    return parse_int("--set-device", text), None
+        return None, parse_int_list(name, text)
+    return parse_int(name, text), None
 
 
 def _probe_port(address: str, port: int) -> PortProbe:
@@ -102,17 +106,66 @@ def _probe_port(address: str, port: int) -> PortProbe:
     return probe_port(address, port)
 
 
-def _int(name: str, text: str | None) -> int | None:
-    return None if text is None else parse_int(name, text)
+#: CheckRequest fields given by an option of another name.
+_OPTION_OF = {"set_device_per_rank": "set_device", "dataparallel": "device_ids"}
 
 
-def _choice(name: str, text: str | None, choices: tuple[str, ...]) -> str | None:
-    if text is None:
-        return None
-    value = text.strip().lower()
-    if value not in choices:
-        raise GpudiagInputError(f"{name} must be one of {', '.join(choices)}, not {text!r}")
-    return value
+def _spell(ctx: click.Context, field: str) -> str:
+    return spelled(ctx, _OPTION_OF.get(field, field))
+
+
+def _request(ctx: click.Context, texts: dict[str, Any]) -> CheckRequest:
+    """The :class:`CheckRequest` from the options' texts; every error names the option,
+    or the ``GPUDIAG_CHECK_*`` variable the value came from.
+
+    Raises:
+        GpudiagInputError: a bad value, in one line.
+    """
+
+    def spell(field: str) -> str:
+        return _spell(ctx, field)
+
+    def num(field: str) -> int | None:
+        text = texts[field]
+        return None if text is None else parse_int(spell(field), text)
+
+    dataparallel, ids = parse_device_ids(texts["device_ids"], spell("device_ids"))
+    one_device, per_rank = parse_set_device(texts["set_device"], spell("set_device"))
+    ddp_devices = texts["ddp_devices"]
+    reads = texts["script_reads"]
+    visible = texts["visible"]
+    order = texts["order"]
+    try:
+        return CheckRequest(
+            visible=FROM_SNAPSHOT if visible is None else visible,
+            order=FROM_SNAPSHOT if order is None else order,
+            device_ids=ids,
+            dataparallel=dataparallel,
+            output_device=num("output_device"),
+            set_device=one_device,
+            set_device_per_rank=per_rank,
+            local_rank=num("local_rank"),
+            module_device=texts["module_device"],
+            batch_size=num("batch_size"),
+            nproc_per_node=num("nproc_per_node"),
+            backend=texts["backend"],
+            launcher=texts["launcher"],
+            deepspeed_include=texts["deepspeed_include"],
+            deepspeed_exclude=texts["deepspeed_exclude"],
+            ddp_devices=None
+            if ddp_devices is None
+            else parse_int_list(spell("ddp_devices"), ddp_devices),
+            launched=texts["launched"],
+            # --script-reads LOCAL_RANK,RANK; an empty value reads nothing.
+            script_reads=[] if reads is None or not reads.strip() else reads.split(","),
+            init_rank_args=texts["init_rank_args"],
+            amp=texts["amp"],
+            model_dtype=texts["model_dtype"],
+            tf32=texts["tf32"],
+            expect_gpus=num("expect_gpus"),
+        )
+    except RequestError as exc:
+        raise GpudiagInputError(exc.worded(spell)) from None
 
 
 @click.command(
@@ -276,59 +329,27 @@ def check(
     environment (CUDA_VISIBLE_DEVICES, torchrun and Slurm variables) and GPU health.
     """
     # Parse every option before touching the machine: bad input exits 2 fast.
-    from gpudiag.core.prelaunch import parse_script_reads
-
+    ctx = click.get_current_context()
     ignored = parse_ignore(ignore)
-    dataparallel, ids = parse_device_ids(device_ids)
-    one_device, per_rank = parse_set_device(set_device)
-    kwargs = {
-        "device_ids": ids,
-        "dataparallel": dataparallel,
-        "output_device": _int("--output-device", output_device),
-        "set_device": one_device,
-        "set_device_per_rank": per_rank,
-        "local_rank": _int("--local-rank", local_rank),
-        "ddp_devices": None
-        if ddp_devices is None
-        else parse_int_list("--ddp-devices", ddp_devices, minimum=0),
-        "launched": launched,
-        "script_reads": parse_script_reads(script_reads),
-        "init_rank_args": init_rank_args,
-        "model_dtype": _choice("--model-dtype", model_dtype, ("bf16", "fp16", "fp32")),
-        "tf32": tf32,
-        "module_device": module_device,
-        "batch_size": _int("--batch-size", batch_size),
-        "nproc_per_node": _int("--nproc-per-node", nproc_per_node),
-        "backend": _choice("--backend", backend, ("nccl", "gloo")),
-        "amp": _choice("--amp", amp, ("bf16", "fp16")),
-        "expect_gpus": _int("--expect-gpus", expect_gpus),
-        "launcher": launcher,
-        "deepspeed_include": deepspeed_include,
-        "deepspeed_exclude": deepspeed_exclude,
-    }
-    from gpudiag.core.check import FROM_SNAPSHOT, run_check
-    from gpudiag.core.dataparallel import parse_module_device
+    request = _request(ctx, locals())
+    from gpudiag.core.check import run_check
     from gpudiag.machine import live_driver_asker, load_machine
     from gpudiag.render.report import render_report, report_json
 
-    parse_module_device(module_device)
     style = human_style(quiet, verbose)
-    if launcher is not None:
-        from gpudiag.launch.table import canonical_launcher
-
-        canonical_launcher(launcher)  # bad input exits 2 before the machine is read
     machine = load_machine(snapshot_path, torch="deep" if deep else "auto")
-    report = run_check(
-        machine,
-        visible=FROM_SNAPSHOT if visible is None else visible,
-        order=FROM_SNAPSHOT if order is None else order,
-        env=dict(os.environ),
-        # Live: the CUDA driver confirms the rules' mapping; a snapshot has only the rules.
-        driver=None if snapshot_path is not None else live_driver_asker(machine),
-        # Live only: a snapshot cannot know which ports are taken on the machine now.
-        port_prober=None if snapshot_path is not None else _probe_port,
-        **kwargs,  # type: ignore[arg-type]
-    )
+    try:
+        report = run_check(
+            machine,
+            request,
+            env=dict(os.environ),
+            # Live: the CUDA driver confirms the rules' mapping; a snapshot has only the rules.
+            driver=None if snapshot_path is not None else live_driver_asker(machine),
+            # Live only: a snapshot cannot know which ports are taken on the machine now.
+            port_prober=None if snapshot_path is not None else _probe_port,
+        )
+    except RequestError as exc:  # --set-device K0,K1 with no value for this LOCAL_RANK
+        raise GpudiagInputError(exc.worded(lambda field: _spell(ctx, field))) from None
     report, dropped = report_without(report, ignored)
     if json_out is not None:
         write_json_out(json_out, report_json(report))

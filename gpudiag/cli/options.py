@@ -37,9 +37,20 @@ def json_option(func: F) -> F:
     )(func)
 
 
+class _SpelledOption(click.Option):
+    """An option whose click-side errors (a bad ``--order`` choice) name the
+    ``GPUDIAG_*`` variable when the value came from it, like :func:`spelled`."""
+
+    def get_error_hint(self, ctx: click.Context | None) -> str:
+        if ctx is not None and self.name is not None:
+            return f"'{spelled(ctx, self.name)}'"
+        return super().get_error_hint(ctx)
+
+
 def _visible_pair(func: F, *, spec_help: str, order_help: str) -> F:
     func = click.option(
         "--order",
+        cls=_SpelledOption,
         metavar="ORDER",
         type=click.Choice(ORDER_CHOICES, case_sensitive=True),
         default=None,
@@ -138,3 +149,22 @@ def launcher_local_rank_option(func: F) -> F:
         hidden=True,
         expose_value=False,
     )(func)
+
+
+def spelled(ctx: click.Context, name: str) -> str:
+    """How the user gave parameter ``name``: its ``GPUDIAG_*`` variable when the value
+    came from the environment (docs/cli.md, "Settings from the environment"), else its
+    first long option (``--amp`` for ``--autocast-dtype`` too)."""
+    from click.core import ParameterSource
+
+    param = next((p for p in ctx.command.params if p.name == name), None)
+    if param is None:
+        return name
+    if ctx.get_parameter_source(name) is ParameterSource.ENVIRONMENT:
+        envvar = getattr(param, "envvar", None)
+        if isinstance(envvar, str):
+            return envvar
+        if isinstance(envvar, (list, tuple)) and envvar:
+            return str(envvar[0])
+    longs = [o for o in param.opts if o.startswith("--")]
+    return longs[0] if longs else name

@@ -12,11 +12,10 @@ Which validators run (decided by the lead, documented in ``docs/check.md``):
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any
 
 from gpudiag.core.dataparallel import (
     cvd_phrase,
@@ -31,9 +30,10 @@ from gpudiag.core.launch_rules import deepspeed_findings
 from gpudiag.core.precision import precision_findings
 from gpudiag.core.prelaunch import ddp_findings
 from gpudiag.core.rank_devices import set_device_roles
-from gpudiag.errors import GpudiagInputError
+from gpudiag.core.request import FROM_SNAPSHOT as FROM_SNAPSHOT
+from gpudiag.core.request import CheckRequest, _FromSnapshot
 from gpudiag.launch.deepspeed import deepspeed_devices
-from gpudiag.launch.table import canonical_launcher, present_launchers
+from gpudiag.launch.table import present_launchers
 
 if TYPE_CHECKING:
     from gpudiag.core.visibility import DriverAsker
@@ -49,13 +49,6 @@ CODES: dict[str, str] = {
 #: Version of the ``gpudiag check --json`` document (``docs/check.md``).
 REPORT_SCHEMA = "gpudiag-check/1"
 
-
-class _FromSnapshot(enum.Enum):
-    TOKEN = "from-snapshot"
-
-
-#: Default of ``visible``/``order``: take the value recorded in the snapshot's env.
-FROM_SNAPSHOT: Final = _FromSnapshot.TOKEN
 
 _EMPTY_ENV: Mapping[str, str] = MappingProxyType({})
 
@@ -121,91 +114,51 @@ class Report:
 
 def run_check(
     snapshot: Snapshot,
+    request: CheckRequest | None = None,
     *,
-    visible: str | _FromSnapshot | None = FROM_SNAPSHOT,
-    order: str | _FromSnapshot | None = FROM_SNAPSHOT,
-    device_ids: Sequence[int] | None = None,
-    output_device: int | None = None,
-    set_device: int | None = None,
-    module_device: str | None = None,
-    batch_size: int | None = None,
-    dataparallel: bool = False,
-    nproc_per_node: int | None = None,
-    backend: str | None = None,
-    amp: str | None = None,
-    expect_gpus: int | None = None,
     env: Mapping[str, str] = _EMPTY_ENV,
     driver: DriverAsker | None = None,
-    launcher: str | None = None,
-    deepspeed_include: str | None = None,
-    deepspeed_exclude: str | None = None,
-    launched: bool = False,
-    script_reads: Sequence[str] = (),
-    init_rank_args: bool = False,
-    set_device_per_rank: Sequence[int] | None = None,
-    local_rank: int | None = None,
-    ddp_devices: Sequence[int] | None = None,
-    tf32: bool = False,
-    model_dtype: str | None = None,
     port_prober: PortProber | None = None,
+    **fields: Any,
 ) -> Report:
     """Check a job's GPU configuration against a machine.
 
     Args:
         snapshot: the machine.
-        visible: ``CUDA_VISIBLE_DEVICES`` to evaluate (None = unset);
-            default: the snapshot's recorded value.
-        order: ``CUDA_DEVICE_ORDER`` to evaluate; default: the snapshot's.
-        device_ids, output_device, set_device, module_device, batch_size:
-            DataParallel inputs (:func:`~gpudiag.core.dataparallel.validate_dataparallel`).
-        dataparallel: validate DataParallel even when none of its options is given
-            (torch's defaults: all visible devices).
-        nproc_per_node, backend: DDP inputs (:func:`~gpudiag.core.ddp.validate_ddp`).
-        amp: ``bf16`` or ``fp16`` when the job uses autocast.
-        expect_gpus: the number of GPUs the job must see, or None.
+        request: what the job asks for (:class:`~gpudiag.core.request.CheckRequest`);
+            or give its fields as keywords instead (``device_ids=[0, 1]``), as tests do.
         env: launcher variables (torchrun, Slurm); the live environment in the CLI.
         driver: asks the CUDA driver to confirm the mapping (live machines only);
             None keeps the rules' answer.
-        launcher: evaluate a launch by this launcher before it starts (``torchrun``,
-            ``deepspeed``, ``openmpi``...; :mod:`gpudiag.launch.table`).
-        deepspeed_include, deepspeed_exclude: DeepSpeed's ``--include``/``--exclude``
-            (imply ``launcher='deepspeed'``); with ``nproc_per_node`` as ``--num_gpus``
-            they decide the workers' ``CUDA_VISIBLE_DEVICES``.
-        launched: the job asserts it runs inside a launcher (``check --launched``):
-            missing launcher variables are errors.
-        script_reads: variables the script reads itself before ``init_process_group``,
-            in order (``LOCAL_RANK``): the first missing one is the predicted error.
-        init_rank_args: ``init_process_group`` gets ``rank=``/``world_size=``.
-        set_device_per_rank: one ``torch.cuda.set_device`` ordinal per local rank.
-        local_rank: the local rank a single ``set_device`` describes (default: the
-            environment's ``LOCAL_RANK`` when it equals ``set_device``; otherwise every
-            rank calls ``set_device(set_device)``).
-        ddp_devices: the cuda ordinals the DDP ranks use (Lightning ``devices=[1,2]``,
-            accelerate ``gpu_ids``); local rank r uses ``ddp_devices[r]``.
-        tf32: the job switches TF32 on.
-        model_dtype: the dtype the model was trained in (``bf16``/``fp16``/``fp32``).
         port_prober: binds the rendezvous port for an instant (live only); None skips
             the port check (a snapshot cannot know which ports are taken).
 
     Raises:
-        GpudiagInputError: an invalid option value.
+        RequestError: an invalid request field (keywords), or ``set_device_per_rank``
+            with no value for the environment's ``LOCAL_RANK``.
     """
+    if request is None:
+        request = CheckRequest(**fields)
+    elif fields:
+        raise TypeError(f"run_check() got a request and fields: {', '.join(sorted(fields))}")
+    request.rank_set_device(env)
+    r = request
     from gpudiag.core.inventory import inventory_findings
     from gpudiag.core.visibility import resolve_checked, slurm_findings
 
-    if expect_gpus is not None and expect_gpus < 0:
-        raise GpudiagInputError(f"--expect-gpus must be 0 or more, got {expect_gpus}")
-    spec = snapshot.cuda_visible_devices if isinstance(visible, _FromSnapshot) else visible
-    dev_order = snapshot.cuda_device_order if isinstance(order, _FromSnapshot) else order
-    launcher = _launcher_option(launcher, deepspeed_include, deepspeed_exclude)
+    spec = snapshot.cuda_visible_devices if isinstance(r.visible, _FromSnapshot) else r.visible
+    dev_order = snapshot.cuda_device_order if isinstance(r.order, _FromSnapshot) else r.order
+    launcher = r.launcher  # canonical; DeepSpeed's include/exclude imply deepspeed
+    nproc_per_node = r.nproc_per_node
+    expect_gpus = r.expect_gpus
     launcher_findings: list[Finding] = []
     if launcher == "deepspeed" and present_launchers(env)[:1] != ["deepspeed"]:
         # Before DeepSpeed starts: its runner rewrites CUDA_VISIBLE_DEVICES.
         ds = deepspeed_devices(
             len(snapshot.gpus),
             spec,
-            include=deepspeed_include,
-            exclude=deepspeed_exclude,
+            include=r.deepspeed_include,
+            exclude=r.deepspeed_exclude,
             num_gpus=nproc_per_node,
         )
         launcher_findings += deepspeed_findings(ds, spec)
@@ -240,30 +193,33 @@ def run_check(
     findings += kineto_findings(env, snapshot)
 
     dp_set_device, ddp_set_device = set_device_roles(
-        set_device, set_device_per_rank, local_rank, nproc_per_node, env
+        r.set_device, r.set_device_per_rank, r.local_rank, nproc_per_node, env
     )
     ddp_asked = (
-        launched or ddp_devices is not None or set_device_per_rank is not None or bool(script_reads)
+        r.launched
+        or r.ddp_devices is not None
+        or r.set_device_per_rank is not None
+        or bool(r.script_reads)
     )
     run_ddp = (
         nproc_per_node is not None
-        or backend is not None
+        or r.backend is not None
         or launcher is not None
         or has_launcher_env(env)
         or ddp_asked
     )
-    other_dp = (device_ids, output_device, module_device, batch_size)
-    dp_asked = dataparallel or any(o is not None for o in other_dp)
+    other_dp = (r.device_ids, r.output_device, r.module_device, r.batch_size)
+    dp_asked = r.dataparallel or any(o is not None for o in other_dp)
     if dp_asked or (dp_set_device is not None and not run_ddp):
         checks.append("dataparallel")
         findings += validate_dataparallel(
             resolution,
             snapshot,
-            device_ids=device_ids,
-            output_device=output_device,
+            device_ids=r.device_ids,
+            output_device=r.output_device,
             set_device=dp_set_device,
-            module_device=module_device,
-            batch_size=batch_size,
+            module_device=r.module_device,
+            batch_size=r.batch_size,
         )
     elif dp_set_device is not None:
         # A DDP rank's set_device: no DataParallel follows it, so only the set_device step
@@ -289,20 +245,20 @@ def run_check(
             snapshot,
             env=env,
             nproc_per_node=nproc_per_node,
-            backend=backend,
+            backend=r.backend,
             ddp_set_device=ddp_set_device,
-            launched=launched,
-            script_reads=script_reads,
-            init_rank_args=init_rank_args,
-            set_device_per_rank=set_device_per_rank,
-            ddp_devices=ddp_devices,
+            launched=r.launched,
+            script_reads=r.script_reads,
+            init_rank_args=r.init_rank_args,
+            set_device_per_rank=r.set_device_per_rank,
+            ddp_devices=r.ddp_devices,
             port_prober=port_prober,
             launcher=launcher,
         )
     checks.append("health")
-    findings += health_findings(snapshot, resolution, amp=amp)
+    findings += health_findings(snapshot, resolution, amp=r.amp)
     findings += precision_findings(
-        snapshot, resolution, tf32=tf32, amp=amp, model_dtype=model_dtype
+        snapshot, resolution, tf32=r.tf32, amp=r.amp, model_dtype=r.model_dtype
     )
 
     final = _dedupe(findings)
@@ -313,23 +269,6 @@ def run_check(
         checks=tuple(checks),
         snapshot=snapshot,
     )
-
-
-def _launcher_option(launcher: str | None, include: str | None, exclude: str | None) -> str | None:
-    """``--launcher`` as a canonical name; DeepSpeed's flags imply DeepSpeed.
-
-    Raises:
-        GpudiagInputError: an unknown launcher, or DeepSpeed's flags with another one.
-    """
-    name = canonical_launcher(launcher) if launcher is not None else None
-    if include is not None or exclude is not None:
-        if name not in (None, "deepspeed"):
-            raise GpudiagInputError(
-                "--deepspeed-include/--deepspeed-exclude need --launcher deepspeed, "
-                f"not {launcher!r}"
-            )
-        name = "deepspeed"
-    return name
 
 
 def _dedupe(findings: Sequence[Finding]) -> list[Finding]:

@@ -152,9 +152,9 @@ def validate_ddp(
         GpudiagInputError: an unknown backend or a non-positive ``nproc_per_node``.
     """
     if backend is not None and backend not in ("nccl", "gloo"):
-        raise GpudiagInputError(f"--backend must be nccl or gloo, not {backend!r}")
+        raise GpudiagInputError(f"backend must be nccl or gloo, not {backend!r}")
     if nproc_per_node is not None and nproc_per_node < 1:
-        raise GpudiagInputError(f"--nproc-per-node must be at least 1, got {nproc_per_node}")
+        raise GpudiagInputError(f"nproc_per_node must be at least 1, got {nproc_per_node}")
     out: list[Finding] = []
     # Inside a launch: a rank torchrun or a job script started (RANK has a value), or a
     # torchrun worker. Before one, torchrun replaces every launcher variable anyway.

@@ -64,7 +64,7 @@ def health_findings(
         GpudiagInputError: an ``amp`` other than bf16/fp16.
     """
     if amp is not None and amp not in ("bf16", "fp16"):
-        raise GpudiagInputError(f"--amp must be bf16 or fp16, not {amp!r}")
+        raise GpudiagInputError(f"amp must be bf16 or fp16, not {amp!r}")
     out: list[Finding] = []
     out += _lost(snapshot)
     gpus = _visible_gpus(snapshot, resolution)

@@ -62,7 +62,7 @@ def precision_findings(
     """
     if model_dtype is not None and model_dtype not in MODEL_DTYPES:
         raise GpudiagInputError(
-            f"--model-dtype must be one of {', '.join(MODEL_DTYPES)}, not {model_dtype!r}"
+            f"model_dtype must be one of {', '.join(MODEL_DTYPES)}, not {model_dtype!r}"
         )
     gpus = _known(_visible(snapshot, resolution))
     out: list[Finding] = []

@@ -46,22 +46,22 @@ def set_device_roles(
     env_rank = parse_env_int(env.get("LOCAL_RANK") or "")
     if per_rank is not None:
         if set_device is not None:
-            raise GpudiagInputError("give --set-device either one value or one per local rank")
+            raise GpudiagInputError("give set_device or set_device_per_rank, not both")
         if not per_rank:
-            raise GpudiagInputError("--set-device needs at least one value")
+            raise GpudiagInputError("set_device_per_rank needs at least one value")
         if nproc_per_node is not None and len(per_rank) != nproc_per_node:
             raise GpudiagInputError(
-                f"--set-device lists {len(per_rank)} values (one per local rank) but "
-                f"--nproc-per-node is {nproc_per_node}"
+                f"set_device_per_rank lists {len(per_rank)} values (one per local rank) "
+                f"but nproc_per_node is {nproc_per_node}"
             )
         rank = local_rank if local_rank is not None else env_rank
         if rank is not None and not 0 <= rank < len(per_rank):
             raise GpudiagInputError(
-                f"local rank {rank} has no --set-device value ({len(per_rank)} given)"
+                f"local rank {rank} has no set_device_per_rank value ({len(per_rank)} given)"
             )
         return per_rank[rank or 0], None
     if local_rank is not None and local_rank < 0:
-        raise GpudiagInputError(f"--local-rank must be 0 or more, got {local_rank}")
+        raise GpudiagInputError(f"local_rank must be 0 or more, got {local_rank}")
     if set_device is None:
         return None, None
     describes_one = local_rank is not None or env_rank == set_device

@@ -2,9 +2,9 @@
 
 The values a script writes as literals (``CUDA_VISIBLE_DEVICES``, ``device_ids``,
 ``output_device``, ``set_device(N)``, where the model is moved, the DDP backend,
-the autocast dtype) are passed to :func:`gpudiag.core.check.run_check`, unchanged
-and through its public keywords; each finding it returns is placed at the line
-of the script that supplied the value. Findings about the machine alone (health,
+the autocast dtype) become a :class:`~gpudiag.core.request.CheckRequest` for
+:func:`gpudiag.core.check.run_check`, unchanged; each finding it returns is placed
+at the line of the script that supplied the value. Findings about the machine alone (health,
 inventory) are left to ``gpudiag check``.
 """
 
@@ -13,8 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from gpudiag.core.check import FROM_SNAPSHOT, Report, run_check
+from gpudiag.core.check import Report, run_check
+from gpudiag.core.request import FROM_SNAPSHOT, CheckRequest, RequestError
 from gpudiag.core.visibility import DriverAsker
+from gpudiag.errors import GpudiagInputError
 from gpudiag.lint.codes import Hit
 from gpudiag.lint.facts import Event, Facts
 from gpudiag.lint.rules_dp import script_mask
@@ -108,6 +110,48 @@ def _line_for(code: str, values: ScriptValues) -> Event | None:
     return None
 
 
+def script_request(v: ScriptValues) -> CheckRequest:
+    """The :class:`CheckRequest` for the script's hard-coded values.
+
+    Raises:
+        GpudiagInputError: a literal ``check`` cannot take, named by the script's line.
+    """
+    try:
+        return CheckRequest(
+            visible=v.visible[0] if v.visible is not None else FROM_SNAPSHOT,
+            device_ids=v.device_ids[0] if v.device_ids is not None else None,
+            dataparallel=v.dataparallel is not None,
+            output_device=v.output_device[0] if v.output_device is not None else None,
+            set_device=v.set_device[0] if v.set_device is not None else None,
+            module_device=v.module_device[0] if v.module_device is not None else None,
+            backend=v.backend[0] if v.backend is not None else None,
+            amp=v.amp[0] if v.amp is not None else None,
+        )
+    except RequestError as exc:
+        raise GpudiagInputError(exc.worded(lambda f: _script_spelling(f, v))) from None
+
+
+#: How a script writes each value lint --check reads.
+_SCRIPT_NAMES = {
+    "visible": "CUDA_VISIBLE_DEVICES",
+    "device_ids": "device_ids",
+    "dataparallel": "DataParallel",
+    "output_device": "output_device",
+    "set_device": "torch.cuda.set_device",
+    "module_device": "the model's device",
+    "backend": "init_process_group backend",
+    "amp": "autocast dtype",
+}
+
+
+def _script_spelling(field: str, v: ScriptValues) -> str:
+    """``the script's device_ids (line 7)``: where the value came from."""
+    value = getattr(v, field, None)
+    ev = value if isinstance(value, Event) else value[1] if isinstance(value, tuple) else None
+    where = f" (line {ev.line})" if ev is not None else ""
+    return f"the script's {_SCRIPT_NAMES.get(field, field)}{where}"
+
+
 def check_script(
     facts: Facts,
     snapshot: Snapshot,
@@ -117,19 +161,7 @@ def check_script(
 ) -> tuple[list[Hit], Report]:
     """Run ``check`` with the script's values; its findings placed at the script's lines."""
     v = script_values(facts)
-    report = run_check(
-        snapshot,
-        visible=v.visible[0] if v.visible is not None else FROM_SNAPSHOT,
-        device_ids=v.device_ids[0] if v.device_ids is not None else None,
-        dataparallel=v.dataparallel is not None,
-        output_device=v.output_device[0] if v.output_device is not None else None,
-        set_device=v.set_device[0] if v.set_device is not None else None,
-        module_device=v.module_device[0] if v.module_device is not None else None,
-        backend=v.backend[0] if v.backend is not None else None,
-        amp=v.amp[0] if v.amp is not None else None,
-        env=env,
-        driver=driver,
-    )
+    report = run_check(snapshot, script_request(v), env=env, driver=driver)
     hits: list[Hit] = []
     for finding in report.findings:
         ev = _line_for(finding.code, v)
@@ -138,13 +170,29 @@ def check_script(
     return hits, report
 
 
+#: The check finding codes each lint rule duplicates: the same torch error, predicted
+#: for the same call. ``lint --check`` keeps the check finding (it names the physical
+#: GPUs) and drops the lint one when both are on the same line.
+DUPLICATES: Mapping[str, frozenset[str]] = {
+    "LINT-IDS-UNDER-MASK": frozenset(
+        {
+            "DP-INVALID-DEVICE-ID",
+            "DP-OUTPUT-DEVICE-INVALID",
+            "DP-SET-DEVICE-INVALID",
+            "DP-MODULE-DEVICE-INVALID",
+        }
+    ),
+    "LINT-DP-MODULE-DEVICE": frozenset({"DP-MODULE-DEVICE-MISMATCH"}),
+}
+
+
 def merge(lint_hits: list[Hit], check_hits: list[Hit]) -> list[Hit]:
-    """Both lists; a lint finding that predicts what a check finding on the same
-    line predicts is dropped (the validator's names the physical GPUs)."""
-    covered = {(h.line, (h.finding.predicts or "")[:24]) for h in check_hits if h.finding.predicts}
+    """Both lists; a lint finding that :data:`DUPLICATES` a check finding on the same
+    line is dropped (the validator's names the physical GPUs)."""
+    covered = {(h.line, h.finding.code) for h in check_hits}
     kept = [
         h
         for h in lint_hits
-        if not h.finding.predicts or (h.line, h.finding.predicts[:24]) not in covered
+        if not any((h.line, code) in covered for code in DUPLICATES.get(h.finding.code, ()))
     ]
     return kept + check_hits

@@ -72,7 +72,7 @@ def validate_dataparallel(
         GpudiagInputError: a malformed ``module_device`` or a batch size below 1.
     """
     if batch_size is not None and batch_size < 1:
-        raise GpudiagInputError(f"--batch-size must be at least 1, got {batch_size}")
+        raise GpudiagInputError(f"batch_size must be at least 1, got {batch_size}")
     module = parse_module_device(module_device)
     devices = resolution.devices
     n = len(devices)
