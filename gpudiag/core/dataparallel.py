@@ -18,7 +18,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gpudiag.core.torch_texts import (
+from gpudiag.core.visibility import torch_view
+from gpudiag.errors import GpudiagInputError
+from gpudiag.findings.texts import (
     INVALID_ORDINAL_MESSAGE,
     NO_CUDA_GPUS,
     PROPERTIES_ASSERT,
@@ -27,8 +29,6 @@ from gpudiag.core.torch_texts import (
     cuinit_failure_text,
     torch_version_tuple,
 )
-from gpudiag.core.visibility import torch_view
-from gpudiag.errors import GpudiagInputError
 from gpudiag.model import Finding, Gpu, Resolution, Snapshot, VisibleDevice, uuid_key
 from gpudiag.parsing import is_int_text, show_value
 

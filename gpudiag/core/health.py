@@ -23,6 +23,16 @@ from collections.abc import Sequence
 from gpudiag.core.grouping import gpu_label as _label
 from gpudiag.core.grouping import group_by, group_label, group_subject, merge_same
 from gpudiag.errors import GpudiagInputError
+from gpudiag.findings.texts import (
+    AUTOCAST_DISABLED,
+    BF16_UNSUPPORTED,
+    BUSY,
+    ECC_ERROR,
+    INSUFFICIENT_DRIVER,
+    NO_KERNEL,
+    OUT_OF_MEMORY,
+    PTX_UNSUPPORTED_TOOLCHAIN,
+)
 from gpudiag.model import Finding, Gpu, Resolution, Snapshot
 
 CODES: dict[str, str] = {
@@ -41,17 +51,6 @@ CODES: dict[str, str] = {
     "HEALTH-AMP-FP16": "fp16 autocast on a GPU without fast fp16 (no tensor cores)",
     "HEALTH-AMP-NO-GPU": "autocast on CUDA with no GPU: torch disables it",
 }
-
-BUSY = "RuntimeError: CUDA error: all CUDA-capable devices are busy or unavailable"
-INSUFFICIENT_DRIVER = "RuntimeError: CUDA driver version is insufficient for CUDA runtime version"
-ECC_ERROR = "RuntimeError: CUDA error: uncorrectable ECC error encountered"
-NO_KERNEL = "RuntimeError: CUDA error: no kernel image is available for execution on the device"
-BF16_UNSUPPORTED = (
-    "RuntimeError: Current CUDA Device does not support bfloat16. Please switch dtype to float16."
-)
-AUTOCAST_DISABLED = (
-    "UserWarning: CUDA is not available or torch_xla is imported. Disabling autocast."
-)
 
 #: Clock event reasons (as ``gpudiag.backends.nvml`` names them) that slow a job.
 _SLOWDOWN_REASONS = (
@@ -211,7 +210,7 @@ def _gpu_health(gpu: Gpu) -> list[Finding]:
                 f"{label} is in use by {len(gpu.processes)} other process(es): {procs}, "
                 f"{used} MiB in total.{free} The job shares its memory and compute.",
                 "Pick idle GPUs with CUDA_VISIBLE_DEVICES, or wait for / stop those processes.",
-                "torch.OutOfMemoryError: CUDA out of memory.",
+                OUT_OF_MEMORY,
                 subject=gpu.uuid,
             )
         )
@@ -227,7 +226,7 @@ def _gpu_health(gpu: Gpu) -> list[Finding]:
                 f"{label} has {gpu.memory_used_mib} MiB of {gpu.memory_total_mib} MiB in use, "
                 "by processes NVML does not list here (another container or user).",
                 "Pick idle GPUs with CUDA_VISIBLE_DEVICES, or ask who uses this GPU.",
-                "torch.OutOfMemoryError: CUDA out of memory.",
+                OUT_OF_MEMORY,
                 subject=gpu.uuid,
             )
         )
@@ -379,8 +378,7 @@ def _driver(snapshot: Snapshot) -> list[Finding]:
             "only by PTX) can fail.",
             f"Upgrade the driver to one supporting CUDA {info.cuda_version}, or use a torch "
             f"build for CUDA {snapshot.cuda_driver_version}.",
-            "RuntimeError: CUDA error: the provided PTX was compiled with an unsupported "
-            "toolchain.",
+            PTX_UNSUPPORTED_TOOLCHAIN,
         )
     ]
 

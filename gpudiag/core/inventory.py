@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from gpudiag.findings.texts import DRIVER_TOO_OLD, NOT_COMPILED
 from gpudiag.model import (
     Finding,
     Gpu,
@@ -287,7 +288,7 @@ def _why_torch_sees_none(snapshot: Snapshot, info: TorchInfo) -> tuple[str, str,
         return (
             "error",
             f"torch {info.version} is a CPU-only build",
-            "AssertionError: Torch not compiled with CUDA enabled",
+            NOT_COMPILED,
             "Install a CUDA build of torch that matches the driver (see pytorch.org "
             "'Get started'), e.g. `pip install torch --index-url "
             "https://download.pytorch.org/whl/cu124`.",
@@ -305,8 +306,7 @@ def _why_torch_sees_none(snapshot: Snapshot, info: TorchInfo) -> tuple[str, str,
             "error",
             f"the driver supports CUDA {snapshot.cuda_driver_version} but torch "
             f"{info.version} needs the CUDA {info.cuda_version} runtime",
-            "RuntimeError: The NVIDIA driver on your system is too old "
-            "(CUDA driver version is insufficient for CUDA runtime version)",
+            DRIVER_TOO_OLD,
             f"Upgrade the NVIDIA driver to one supporting CUDA {info.cuda_version}, or "
             f"install a torch build for CUDA {snapshot.cuda_driver_version} or older.",
         )

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal, NamedTuple
 
-from gpudiag.core.torch_texts import (
+from gpudiag.findings.texts import (
     INVALID_ORDINAL_MESSAGE,
     NO_CUDA_GPUS,
     PROPERTIES_ASSERT,
