@@ -182,8 +182,9 @@ def cuinit_failure_text(cuinit_error: str | None) -> str:
 
 # ----------------------------------------------------------------- memory and precision
 
-#: torch >= 2.5 c10/cuda/CUDACachingAllocator.cpp: the first sentence of the OOM error
-#: (torch.OutOfMemoryError, an alias of torch.cuda.OutOfMemoryError since 2.5).
+#: c10/cuda/CUDACachingAllocator.cpp: the first sentence of the OOM error. Its class
+#: prints as torch.OutOfMemoryError (torch 2.13: torch.cuda.OutOfMemoryError is that
+#: same class, ``__module__ == "torch"``).
 OUT_OF_MEMORY = "torch.OutOfMemoryError: CUDA out of memory."
 #: torch/amp/autocast_mode.py (torch 2.13, __init__): bf16 autocast where
 #: torch.cuda.is_bf16_supported() is False.
