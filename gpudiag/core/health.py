@@ -30,6 +30,7 @@ from gpudiag.core.grouping import (
 )
 from gpudiag.errors import GpudiagInputError
 from gpudiag.findings.texts import (
+    ARCH_INCOMPATIBLE,
     AUTOCAST_DISABLED,
     BF16_UNSUPPORTED,
     BUSY,
@@ -430,8 +431,7 @@ def _arch(snapshot: Snapshot, gpus: Sequence[Gpu]) -> list[Finding]:
                 f"list ({arch_text}).",
                 f"Install a torch build that supports sm_{cc} (see "
                 "https://pytorch.org/get-started/locally/), or use other GPUs.",
-                f"UserWarning: {name} with CUDA capability sm_{cc} is not compatible with the "
-                f"current PyTorch installation. Then {NO_KERNEL}",
+                f"{ARCH_INCOMPATIBLE.format(name=name, cc=cc)} Then {NO_KERNEL}",
                 subject=group_subject(members),
             )
         )

@@ -128,6 +128,12 @@ NO_KERNEL = "RuntimeError: CUDA error: no kernel image is available for executio
 PTX_UNSUPPORTED_TOOLCHAIN = (
     "RuntimeError: CUDA error: the provided PTX was compiled with an unsupported toolchain."
 )
+#: torch 2.13 torch/cuda/__init__.py (_check_cubins): the first line of the warning for
+#: a GPU the build has no kernels for; ``{name}`` is the GPU's model, ``{cc}`` e.g. 61.
+ARCH_INCOMPATIBLE = (
+    "UserWarning: {name} with CUDA capability sm_{cc} is not compatible with the current "
+    "PyTorch installation."
+)
 #: cudaErrorInsufficientDriver's string, as a CUDA call past initialisation raises it.
 INSUFFICIENT_DRIVER = "RuntimeError: CUDA driver version is insufficient for CUDA runtime version"
 
