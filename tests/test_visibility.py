@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from gpudiag.core import visibility
-from gpudiag.core.torch_texts import torch_version_tuple
 from gpudiag.core.visibility import (
     CODES,
     apply_driver_mapping,
@@ -26,6 +25,7 @@ from gpudiag.core.visibility import (
     slurm_findings,
     uuid_hex,
 )
+from gpudiag.findings.texts import torch_version_tuple
 from gpudiag.model import Gpu, MigDevice, Resolution, Snapshot
 
 from .conftest import load_fixture

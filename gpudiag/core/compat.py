@@ -16,6 +16,14 @@ import re
 from collections.abc import Sequence
 
 from gpudiag.core.grouping import group_by, group_label, group_subject
+from gpudiag.findings.texts import (
+    ARCH_INCOMPATIBLE,
+    AUTOCAST_DISABLED,
+    BF16_UNSUPPORTED,
+    INSUFFICIENT_DRIVER,
+    NO_KERNEL,
+    PTX_UNSUPPORTED_TOOLCHAIN,
+)
 from gpudiag.model import Finding, Gpu, Resolution, Snapshot
 
 #: The codes of these findings; :data:`gpudiag.core.health.CODES` declares them
@@ -28,15 +36,6 @@ COMPAT_CODES: dict[str, str] = {
     "HEALTH-AMP-FP16": "fp16 autocast on a GPU without fast fp16 (no tensor cores)",
     "HEALTH-AMP-NO-GPU": "autocast on CUDA with no GPU: torch disables it",
 }
-
-INSUFFICIENT_DRIVER = "RuntimeError: CUDA driver version is insufficient for CUDA runtime version"
-NO_KERNEL = "RuntimeError: CUDA error: no kernel image is available for execution on the device"
-BF16_UNSUPPORTED = (
-    "RuntimeError: Current CUDA Device does not support bfloat16. Please switch dtype to float16."
-)
-AUTOCAST_DISABLED = (
-    "UserWarning: CUDA is not available or torch_xla is imported. Disabling autocast."
-)
 
 #: Jetson (integrated) GPUs: binaries are not shared with discrete GPUs of the
 #: same major version (torch's DEVICE_REQUIREMENT excludes them likewise).
@@ -123,8 +122,7 @@ def driver_findings(snapshot: Snapshot) -> list[Finding]:
             "only by PTX) can fail.",
             f"Upgrade the driver to one supporting CUDA {info.cuda_version}, or use a torch "
             f"build for CUDA {snapshot.cuda_driver_version}.",
-            "RuntimeError: CUDA error: the provided PTX was compiled with an unsupported "
-            "toolchain.",
+            PTX_UNSUPPORTED_TOOLCHAIN,
         )
     ]
 
@@ -177,8 +175,7 @@ def arch_findings(snapshot: Snapshot, gpus: Sequence[Gpu]) -> list[Finding]:
                 f"list ({arch_text}).",
                 f"Install a torch build that supports sm_{cc} (see "
                 "https://pytorch.org/get-started/locally/), or use other GPUs.",
-                f"UserWarning: {name} with CUDA capability sm_{cc} is not compatible with the "
-                f"current PyTorch installation. Then {NO_KERNEL}",
+                f"{ARCH_INCOMPATIBLE.format(name=name, cc=cc)} Then {NO_KERNEL}",
                 subject=group_subject(members),
             )
         )

@@ -57,6 +57,9 @@ from gpudiag.core.launch_rules import (
     rendezvous_findings,
 )
 from gpudiag.errors import GpudiagInputError
+from gpudiag.findings.texts import NCCL_NO_GPU as NCCL_NO_GPU
+from gpudiag.findings.texts import NCCL_NOT_BUILT as NCCL_NOT_BUILT
+from gpudiag.findings.texts import duplicate_gpu_text as duplicate_gpu_text
 from gpudiag.launch.reader import Launch, read_launch
 from gpudiag.launch.table import has_launcher_vars
 from gpudiag.model import Finding, Resolution, Severity, Snapshot
@@ -93,9 +96,6 @@ CODES: dict[str, str] = {
 
 #: Variables whose presence means a launcher (torchrun, Slurm) is involved.
 
-NCCL_NOT_BUILT = "RuntimeError: Distributed package doesn't have NCCL built in"
-NCCL_NO_GPU = "ValueError: ProcessGroupNCCL is only supported with GPUs, no GPUs found!"
-
 
 def has_launcher_env(env: Mapping[str, str]) -> bool:
     """Whether any launcher's variables are set (torchrun, Slurm, MPI, DeepSpeed...).
@@ -103,25 +103,6 @@ def has_launcher_env(env: Mapping[str, str]) -> bool:
     The launchers and their variables: :mod:`gpudiag.launch.table`.
     """
     return has_launcher_vars(env)
-
-
-def duplicate_gpu_text(pci_bus_id: str | None) -> str:
-    """NCCL's duplicate-GPU error as torch surfaces it.
-
-    NCCL prints the bus id as the hex number its digits spell
-    (``busIdToInt64``: ``00000000:1A:00.0`` → ``1a000``).
-    """
-    dev = "<busId>"
-    if pci_bus_id:
-        digits = "".join(c for c in pci_bus_id if c not in ":.")
-        try:
-            dev = f"{int(digits, 16):x}"
-        except ValueError:
-            dev = "<busId>"
-    return (
-        "torch.distributed.DistBackendError: NCCL error ... invalid usage ... "
-        f"Duplicate GPU detected : rank 1 and rank 0 both on CUDA device {dev}"
-    )
 
 
 def validate_ddp(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from gpudiag.findings.texts import STORE_TIMEOUT
 from gpudiag.model import Finding, Severity
 
 
@@ -58,9 +59,7 @@ def slurm_rules(
                             else "."
                         ),
                         f"Derive {ours} from {slurm} (export {ours}=${slurm}) or use torchrun.",
-                        "torch.distributed.DistStoreError: Timed out ... waiting for clients"
-                        if hangs
-                        else None,
+                        STORE_TIMEOUT if hangs else None,
                         subject=ours,
                     )
                 )

@@ -2,11 +2,19 @@
 
 Issue 13: the bf16 warning on an 8-GPU V100 node was printed 8 times. A finding
 that says the same about several GPUs is reported once and lists them.
+
+Issue 16: the merge works on structured data, not on rendered text. A rule
+describes a per-GPU finding as a :class:`PerGpu`: its code, severity, a wording
+function and the parameters that wording shows besides the GPU. Findings with the
+same code, severity, wording, parameters and ``predicts`` merge; the wording is
+then rendered once for the :class:`GpuGroup` (label, ``is``/``are``, the ids for
+``nvidia-smi -i``). No GPU label is ever searched for in a message.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
 
 from gpudiag.model import Finding, Gpu, Severity, short_uuid
 
@@ -44,41 +52,93 @@ def group_by(gpus: Sequence[Gpu], key: Callable[[Gpu], object]) -> list[list[Gpu
     return list(groups.values())
 
 
-def merge_same(items: Sequence[tuple[Gpu, Finding]]) -> list[Finding]:
+@dataclass(frozen=True)
+class GpuGroup:
+    """The GPUs one finding is about, with the words a wording needs for them."""
+
+    gpus: tuple[Gpu, ...]
+
+    @property
+    def label(self) -> str:
+        """:func:`group_label` of the GPUs."""
+        return group_label(self.gpus)
+
+    @property
+    def ids(self) -> str:
+        """The nvidia-smi indices for ``nvidia-smi -i`` (which takes a comma list)."""
+        return ",".join(str(g.nvml_index) for g in self.gpus)
+
+    @property
+    def be(self) -> str:
+        """``is`` for one GPU, ``are`` for several."""
+        return "is" if len(self.gpus) == 1 else "are"
+
+    @property
+    def have(self) -> str:
+        """``has`` for one GPU, ``have`` for several."""
+        return "has" if len(self.gpus) == 1 else "have"
+
+    @property
+    def subject(self) -> str | None:
+        """One GPU's UUID; several GPUs' :func:`group_subject`."""
+        if len(self.gpus) == 1:
+            return self.gpus[0].uuid
+        return group_subject(self.gpus)
+
+
+#: A finding's wording for a group of GPUs and its parameters: ``(message, fix)``.
+#: It must read nothing of the GPUs but what :class:`GpuGroup` offers, so that every
+#: GPU of a merged group is described alike.
+Wording = Callable[..., tuple[str, str | None]]
+
+
+@dataclass(frozen=True)
+class PerGpu:
+    """One GPU's finding before it is worded.
+
+    Attributes:
+        gpu: the GPU it is about.
+        code, severity, predicts: as in :class:`~gpudiag.model.Finding`.
+        wording: ``wording(group, *params) -> (message, fix)``; its identity is the
+            template key of the merge.
+        params: what the wording shows besides the GPUs (counts, modes, process
+            lists); hashable. GPUs with different parameters are not merged.
+    """
+
+    gpu: Gpu
+    code: str
+    severity: Severity
+    wording: Wording
+    params: tuple[Hashable, ...] = ()
+    predicts: str | None = None
+
+    def key(self) -> tuple[object, ...]:
+        """What two GPUs' findings must share to be merged into one."""
+        return (self.code, self.severity, self.wording, self.params, self.predicts)
+
+
+def merge_per_gpu(items: Sequence[PerGpu]) -> list[Finding]:
     """Per-GPU findings that say the same thing about several GPUs become one.
 
-    Two findings are the same when they differ only in the GPU's label (and the
-    ``-i N`` of an nvidia-smi command in the fix); the merged one lists the GPUs
-    (``nvidia-smi -i`` takes a comma-separated list).
+    Groups by :meth:`PerGpu.key`, in the order each group's first member appears,
+    and renders each group's wording once, naming all its GPUs.
     """
-    groups: dict[tuple[str, Severity, str, str, str | None], list[tuple[Gpu, Finding]]] = {}
-    for gpu, f in items:
-        key = (
-            f.code,
-            f.severity,
-            f.message.replace(gpu_label(gpu), "\0"),
-            (f.fix or "").replace(f"-i {gpu.nvml_index}", "-i \0"),
-            f.predicts,
-        )
-        groups.setdefault(key, []).append((gpu, f))
+    groups: dict[tuple[object, ...], list[PerGpu]] = {}
+    for item in items:
+        groups.setdefault(item.key(), []).append(item)
     out: list[Finding] = []
-    for (code, severity, message, fix, predicts), members in groups.items():
-        if len(members) == 1:
-            out.append(members[0][1])
-            continue
-        gpus = [g for g, _ in members]
-        label = group_label(gpus)
-        for singular, plural in ((" is ", " are "), (" has ", " have ")):
-            message = message.replace("\0" + singular, label + plural)
-        ids = ",".join(str(g.nvml_index) for g in gpus)
+    for members in groups.values():
+        first = members[0]
+        group = GpuGroup(tuple(m.gpu for m in members))
+        message, fix = first.wording(group, *first.params)
         out.append(
             Finding(
-                code,
-                severity,
-                message.replace("\0", label),
-                fix.replace("\0", ids) or None,
-                predicts,
-                subject=group_subject(gpus),
+                first.code,
+                first.severity,
+                message,
+                fix,
+                first.predicts,
+                subject=group.subject,
             )
         )
     return out

@@ -1,24 +1,30 @@
-"""GPU health findings, from NVML facts in a snapshot.
+"""GPU health and software-compatibility findings, from NVML facts in a snapshot.
 
 Pure. Per-GPU findings are restricted to the physical GPUs the job will see
 (the :class:`Resolution`): a sick GPU the job cannot touch is not its problem.
 A lost GPU is always reported, because it shifts CUDA's numbering for everyone.
-:func:`health_findings` adds the software-compatibility findings of
-:mod:`gpudiag.core.compat` (driver, architectures, AMP) for the same GPUs.
 
 Sources: NVIDIA's NVML reference (``nvmlDeviceGetComputeMode``,
 ``nvmlDeviceGetTotalEccErrors``, ``nvmlDeviceGetRetiredPagesPendingStatus``,
-``nvmlDeviceGetRemappedRows``, ``nvmlDeviceGetCurrentClocksEventReasons``).
+``nvmlDeviceGetRemappedRows``, ``nvmlDeviceGetCurrentClocksEventReasons``). Software
+compatibility (driver, architectures, AMP) is :mod:`gpudiag.core.compat`; it is reported
+here, with the GPUs' health.
 """
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 from gpudiag.core.compat import COMPAT_CODES, amp_findings, arch_findings, driver_findings
 from gpudiag.core.compat import parse_cc as parse_cc  # core/precision.py imports it from here
-from gpudiag.core.grouping import gpu_label as _label
-from gpudiag.core.grouping import merge_same
+from gpudiag.core.grouping import (
+    GpuGroup,
+    PerGpu,
+    merge_per_gpu,
+)
 from gpudiag.errors import GpudiagInputError
-from gpudiag.model import Finding, Gpu, Resolution, Snapshot
+from gpudiag.findings.texts import BUSY, ECC_ERROR, OUT_OF_MEMORY
+from gpudiag.model import Finding, Gpu, Resolution, Severity, Snapshot
 
 CODES: dict[str, str] = {
     "HEALTH-GPU-LOST": "a GPU has fallen off the bus; CUDA numbering shifts",
@@ -31,9 +37,6 @@ CODES: dict[str, str] = {
     "HEALTH-PERSISTENCE-OFF": "persistence mode is off",
     **COMPAT_CODES,
 }
-
-BUSY = "RuntimeError: CUDA error: all CUDA-capable devices are busy or unavailable"
-ECC_ERROR = "RuntimeError: CUDA error: uncorrectable ECC error encountered"
 
 #: Clock event reasons (as ``gpudiag.backends.nvml`` names them) that slow a job.
 _SLOWDOWN_REASONS = (
@@ -68,7 +71,7 @@ def health_findings(
     out: list[Finding] = []
     out += _lost(snapshot)
     gpus = _visible_gpus(snapshot, resolution)
-    out += merge_same([(gpu, f) for gpu in gpus for f in _gpu_health(gpu)])
+    out += merge_per_gpu([f for gpu in gpus for f in _gpu_health(gpu)])
     off = [g for g in gpus if g.persistence_mode is False]
     if off:
         out.append(
@@ -119,9 +122,100 @@ def _lost(snapshot: Snapshot) -> list[Finding]:
     return out
 
 
-def _gpu_health(gpu: Gpu) -> list[Finding]:
-    out: list[Finding] = []
-    label = _label(gpu)
+# Wordings of the per-GPU findings (gpudiag.core.grouping.PerGpu): each renders a
+# message and fix for one GPU or a merged group of them.
+
+
+def _in_use(g: GpuGroup, count: int, procs: str, used: int, free: str) -> tuple[str, str]:
+    return (
+        f"{g.label} {g.be} in use by {count} other process(es): {procs}, "
+        f"{used} MiB in total.{free} The job shares its memory and compute.",
+        "Pick idle GPUs with CUDA_VISIBLE_DEVICES, or wait for / stop those processes.",
+    )
+
+
+def _memory_used(g: GpuGroup, used_mib: int, total_mib: int) -> tuple[str, str]:
+    return (
+        f"{g.label} {g.have} {used_mib} MiB of {total_mib} MiB in use, "
+        "by processes NVML does not list here (another container or user).",
+        "Pick idle GPUs with CUDA_VISIBLE_DEVICES, or ask who uses this GPU.",
+    )
+
+
+def _ecc_volatile(g: GpuGroup, volatile: int) -> tuple[str, str]:
+    return (
+        f"{g.label} {g.have} {volatile} uncorrectable ECC error(s) since the last driver "
+        "load: kernels touching the bad memory fail, and results may be corrupt.",
+        f"Drain the node and reset the GPU (nvidia-smi -r -i {g.ids}); "
+        "report it to the admins if errors return.",
+    )
+
+
+def _ecc_aggregate(g: GpuGroup, aggregate: int) -> tuple[str, str]:
+    return (
+        f"{g.label} {g.have} had {aggregate} uncorrectable ECC error(s) over its lifetime "
+        "(none since the last driver load).",
+        "Watch it: nvidia-smi -q -d ECC,PAGE_RETIREMENT,ROW_REMAPPER.",
+    )
+
+
+def _pages_pending(g: GpuGroup) -> tuple[str, str]:
+    return (
+        f"{g.label} {g.have} memory pages pending retirement: the bad pages stay in use "
+        "until the GPU is reset.",
+        f"Reset the GPU (nvidia-smi -r -i {g.ids}) or reboot the node.",
+    )
+
+
+def _remap_failure(g: GpuGroup) -> tuple[str, str]:
+    return (
+        f"{g.label} failed to remap a bad memory row: its memory can no longer be "
+        "repaired in the field.",
+        "Take the GPU out of service and report it (RMA).",
+    )
+
+
+def _prohibited(g: GpuGroup) -> tuple[str, str]:
+    return (
+        f"{g.label} {g.be} in compute mode Prohibited: no process may create a CUDA context.",
+        f"sudo nvidia-smi -i {g.ids} -c DEFAULT, or use another GPU.",
+    )
+
+
+def _exclusive(g: GpuGroup, mode: str, taken: bool) -> tuple[str, str]:
+    return (
+        f"{g.label} {g.be} in compute mode {mode}: only one process may use it"
+        + (
+            ", and another process already does."
+            if taken
+            else "; a second process (another rank, a DataLoader worker touching "
+            "CUDA, another user) fails."
+        ),
+        f"Use one process per GPU, or sudo nvidia-smi -i {g.ids} -c DEFAULT.",
+    )
+
+
+def _throttled(g: GpuGroup, slow: str, temperature_c: object) -> tuple[str, str]:
+    return (
+        f"{g.label} clocks are throttled now: {slow}"
+        + (f" (temperature {temperature_c} C)" if temperature_c else "")
+        + ". Timings and throughput will be lower than expected.",
+        "Check cooling, power delivery and nvidia-smi -q -d PERFORMANCE; move the job "
+        "to another GPU if it persists.",
+    )
+
+
+def _power_cap(g: GpuGroup, power_limit_w: float | None) -> tuple[str, str]:
+    return (
+        f"{g.label} {g.be} at the software power cap"
+        + (f" ({power_limit_w:g} W)" if power_limit_w else "")
+        + ": clocks are reduced to stay within the power limit.",
+        "Normal under full load; if the GPU is idle, check nvidia-smi -q -d POWER.",
+    )
+
+
+def _gpu_health(gpu: Gpu) -> list[PerGpu]:
+    out: list[PerGpu] = []
     if gpu.processes:
         used = sum(p.used_memory_mib or 0 for p in gpu.processes)
         procs = ", ".join(
@@ -136,141 +230,43 @@ def _gpu_health(gpu: Gpu) -> list[Finding]:
             if gpu.memory_total_mib is not None
             else ""
         )
+        params: tuple[Hashable, ...] = (len(gpu.processes), procs, used, free)
         out.append(
-            Finding(
-                "HEALTH-FOREIGN-PROCESSES",
-                "warning",
-                f"{label} is in use by {len(gpu.processes)} other process(es): {procs}, "
-                f"{used} MiB in total.{free} The job shares its memory and compute.",
-                "Pick idle GPUs with CUDA_VISIBLE_DEVICES, or wait for / stop those processes.",
-                "torch.OutOfMemoryError: CUDA out of memory.",
-                subject=gpu.uuid,
-            )
+            PerGpu(gpu, "HEALTH-FOREIGN-PROCESSES", "warning", _in_use, params, OUT_OF_MEMORY)
         )
     elif (
         gpu.memory_used_mib is not None
         and gpu.memory_total_mib
         and gpu.memory_used_mib > max(1024, gpu.memory_total_mib // 10)
     ):
+        params = (gpu.memory_used_mib, gpu.memory_total_mib)
         out.append(
-            Finding(
-                "HEALTH-FOREIGN-PROCESSES",
-                "warning",
-                f"{label} has {gpu.memory_used_mib} MiB of {gpu.memory_total_mib} MiB in use, "
-                "by processes NVML does not list here (another container or user).",
-                "Pick idle GPUs with CUDA_VISIBLE_DEVICES, or ask who uses this GPU.",
-                "torch.OutOfMemoryError: CUDA out of memory.",
-                subject=gpu.uuid,
-            )
+            PerGpu(gpu, "HEALTH-FOREIGN-PROCESSES", "warning", _memory_used, params, OUT_OF_MEMORY)
         )
     volatile = gpu.ecc_uncorrectable_volatile or 0
     aggregate = gpu.ecc_uncorrectable_aggregate or 0
     if volatile > 0:
         out.append(
-            Finding(
-                "HEALTH-ECC-UNCORRECTABLE",
-                "error",
-                f"{label} has {volatile} uncorrectable ECC error(s) since the last driver "
-                "load: kernels touching the bad memory fail, and results may be corrupt.",
-                f"Drain the node and reset the GPU (nvidia-smi -r -i {gpu.nvml_index}); "
-                "report it to the admins if errors return.",
-                ECC_ERROR,
-                subject=gpu.uuid,
-            )
+            PerGpu(gpu, "HEALTH-ECC-UNCORRECTABLE", "error", _ecc_volatile, (volatile,), ECC_ERROR)
         )
     elif aggregate > 0:
-        out.append(
-            Finding(
-                "HEALTH-ECC-UNCORRECTABLE",
-                "warning",
-                f"{label} has had {aggregate} uncorrectable ECC error(s) over its lifetime "
-                "(none since the last driver load).",
-                "Watch it: nvidia-smi -q -d ECC,PAGE_RETIREMENT,ROW_REMAPPER.",
-                None,
-                subject=gpu.uuid,
-            )
-        )
+        out.append(PerGpu(gpu, "HEALTH-ECC-UNCORRECTABLE", "warning", _ecc_aggregate, (aggregate,)))
     if gpu.retired_pages_pending:
-        out.append(
-            Finding(
-                "HEALTH-RETIRED-PAGES-PENDING",
-                "warning",
-                f"{label} has memory pages pending retirement: the bad pages stay in use "
-                "until the GPU is reset.",
-                f"Reset the GPU (nvidia-smi -r -i {gpu.nvml_index}) or reboot the node.",
-                None,
-                subject=gpu.uuid,
-            )
-        )
+        out.append(PerGpu(gpu, "HEALTH-RETIRED-PAGES-PENDING", "warning", _pages_pending))
     if gpu.remapped_rows_failure:
-        out.append(
-            Finding(
-                "HEALTH-ROW-REMAP-FAILURE",
-                "error",
-                f"{label} failed to remap a bad memory row: its memory can no longer be "
-                "repaired in the field.",
-                "Take the GPU out of service and report it (RMA).",
-                ECC_ERROR,
-                subject=gpu.uuid,
-            )
-        )
+        out.append(PerGpu(gpu, "HEALTH-ROW-REMAP-FAILURE", "error", _remap_failure, (), ECC_ERROR))
     mode = gpu.compute_mode
     if mode == "Prohibited":
-        out.append(
-            Finding(
-                "HEALTH-COMPUTE-MODE",
-                "error",
-                f"{label} is in compute mode Prohibited: no process may create a CUDA context.",
-                f"sudo nvidia-smi -i {gpu.nvml_index} -c DEFAULT, or use another GPU.",
-                BUSY,
-                subject=gpu.uuid,
-            )
-        )
+        out.append(PerGpu(gpu, "HEALTH-COMPUTE-MODE", "error", _prohibited, (), BUSY))
     elif mode in ("Exclusive_Process", "Exclusive_Thread"):
         taken = bool(gpu.processes)
-        out.append(
-            Finding(
-                "HEALTH-COMPUTE-MODE",
-                "error" if taken else "warning",
-                f"{label} is in compute mode {mode}: only one process may use it"
-                + (
-                    ", and another process already does."
-                    if taken
-                    else "; a second process (another rank, a DataLoader worker touching "
-                    "CUDA, another user) fails."
-                ),
-                f"Use one process per GPU, or sudo nvidia-smi -i {gpu.nvml_index} -c DEFAULT.",
-                BUSY,
-                subject=gpu.uuid,
-            )
-        )
+        severity: Severity = "error" if taken else "warning"
+        out.append(PerGpu(gpu, "HEALTH-COMPUTE-MODE", severity, _exclusive, (mode, taken), BUSY))
     reasons = gpu.throttle_reasons or ()
     slow = [r for r in reasons if r in _SLOWDOWN_REASONS]
     if slow:
-        out.append(
-            Finding(
-                "HEALTH-THROTTLE",
-                "warning",
-                f"{label} clocks are throttled now: {', '.join(slow)}"
-                + (f" (temperature {gpu.temperature_c} C)" if gpu.temperature_c else "")
-                + ". Timings and throughput will be lower than expected.",
-                "Check cooling, power delivery and nvidia-smi -q -d PERFORMANCE; move the job "
-                "to another GPU if it persists.",
-                None,
-                subject=gpu.uuid,
-            )
-        )
+        params = (", ".join(slow), gpu.temperature_c)
+        out.append(PerGpu(gpu, "HEALTH-THROTTLE", "warning", _throttled, params))
     elif _POWER_CAP in reasons:
-        out.append(
-            Finding(
-                "HEALTH-THROTTLE",
-                "info",
-                f"{label} is at the software power cap"
-                + (f" ({gpu.power_limit_w:g} W)" if gpu.power_limit_w else "")
-                + ": clocks are reduced to stay within the power limit.",
-                "Normal under full load; if the GPU is idle, check nvidia-smi -q -d POWER.",
-                None,
-                subject=gpu.uuid,
-            )
-        )
+        out.append(PerGpu(gpu, "HEALTH-THROTTLE", "info", _power_cap, (gpu.power_limit_w,)))
     return out

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from gpudiag.findings.texts import NCCL_DUPLICATE_GPU, NO_DRIVER, NOT_COMPILED
 from gpudiag.model import Finding, HostInfo, Snapshot
 
 CODES: dict[str, str] = {
@@ -38,11 +39,6 @@ CODES: dict[str, str] = {
     "ENV-KINETO-DAEMON": "KINETO_USE_DAEMON makes import torch initialise CUDA",
 }
 
-NO_DRIVER = (
-    "RuntimeError: Found no NVIDIA driver on your system. Please check that you have an "
-    "NVIDIA GPU and installed a driver from http://www.nvidia.com/Download/index.aspx"
-)
-NOT_COMPILED = "AssertionError: Torch not compiled with CUDA enabled"
 _CONTAINER_FIX = (
     "Start the container with GPU access: docker run --gpus all (NVIDIA Container Toolkit) "
     "or --runtime=nvidia; podman run --device nvidia.com/gpu=all; in Kubernetes, request "
@@ -223,8 +219,8 @@ def kineto_findings(env: Mapping[str, str], snapshot: Snapshot) -> list[Finding]
             "not in the script.",
             "no error at first: every process still sees the GPUs of the original "
             "CUDA_VISIBLE_DEVICES, so per-process os.environ['CUDA_VISIBLE_DEVICES'] = str(rank) "
-            "puts all ranks on one GPU: NCCL WARN Duplicate GPU detected : rank 0 and rank 1 "
-            "both on CUDA device ...",
+            "puts all ranks on one GPU: NCCL WARN "
+            + NCCL_DUPLICATE_GPU.format(a=0, b=1, dev="..."),
             subject="KINETO_USE_DAEMON",
         )
     ]

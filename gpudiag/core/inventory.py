@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from gpudiag.core.sources import SOURCE_CODES, source_findings, source_status
+from gpudiag.findings.texts import DRIVER_TOO_OLD, NOT_COMPILED
 from gpudiag.model import (
     Finding,
     Gpu,
@@ -178,7 +179,7 @@ def _why_torch_sees_none(snapshot: Snapshot, info: TorchInfo) -> tuple[str, str,
         return (
             "error",
             f"torch {info.version} is a CPU-only build",
-            "AssertionError: Torch not compiled with CUDA enabled",
+            NOT_COMPILED,
             "Install a CUDA build of torch that matches the driver (see pytorch.org "
             "'Get started'), e.g. `pip install torch --index-url "
             "https://download.pytorch.org/whl/cu124`.",
@@ -196,8 +197,7 @@ def _why_torch_sees_none(snapshot: Snapshot, info: TorchInfo) -> tuple[str, str,
             "error",
             f"the driver supports CUDA {snapshot.cuda_driver_version} but torch "
             f"{info.version} needs the CUDA {info.cuda_version} runtime",
-            "RuntimeError: The NVIDIA driver on your system is too old "
-            "(CUDA driver version is insufficient for CUDA runtime version)",
+            DRIVER_TOO_OLD,
             f"Upgrade the NVIDIA driver to one supporting CUDA {info.cuda_version}, or "
             f"install a torch build for CUDA {snapshot.cuda_driver_version} or older.",
         )

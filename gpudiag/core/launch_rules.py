@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 
 from gpudiag.core.ddp_env import ENV_RENDEZVOUS_ORDER, env_missing_text
+from gpudiag.findings.texts import STORE_TIMEOUT
 from gpudiag.launch.deepspeed import DeepSpeedDevices
 from gpudiag.launch.reader import Launch, LauncherView
 from gpudiag.launch.table import MPI_FAMILY, SETS_TORCH_ENV, SPAWNS_WORKERS, SPECS
@@ -23,7 +24,7 @@ CODES: dict[str, str] = {
     "DDP-DEEPSPEED-REFUSED": "DeepSpeed's runner refuses its device flags and starts no worker",
 }
 
-_TIMEOUT = "torch.distributed.DistStoreError: Timed out ... waiting for clients"
+_TIMEOUT = STORE_TIMEOUT
 
 
 def _pair(view: LauncherView, rank_field: str, size_field: str | None, label: str) -> str | None:

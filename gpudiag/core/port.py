@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from gpudiag.findings.texts import addr_in_use_text
 from gpudiag.launch.ints import parse_env_int
 from gpudiag.model import Finding, PortProbe, Severity
 
@@ -61,22 +62,6 @@ def port_target(env: Mapping[str, str]) -> PortTarget | None:
         port, explicit = DEFAULT_MASTER_PORT, False
     address = env.get("MASTER_ADDR") or env.get("PET_MASTER_ADDR") or DEFAULT_MASTER_ADDR
     return PortTarget(address, port, explicit)
-
-
-def addr_in_use_text(port: int) -> str:
-    """The error rank 0's TCPStore raises for a taken port, in both of torch's backends.
-
-    The libuv backend (default since torch 2.4) and the older socket backend
-    (``torch/csrc/distributed/c10d/socket.cpp``, still used with ``USE_LIBUV=0``)
-    word it differently; both are given so that a search for either finds it.
-    """
-    return (
-        "torch.distributed.DistNetworkError: The server socket has failed to listen on any "
-        f"local network address. port: {port}, useIpv6: false, code: -98, name: EADDRINUSE, "
-        "message: address already in use (before torch 2.4: RuntimeError: The server socket "
-        f"has failed to listen on any local network address. The server socket has failed to "
-        f"bind to [::]:{port} (errno: 98 - Address already in use).)"
-    )
 
 
 def port_findings(probe: PortProbe, target: PortTarget) -> list[Finding]:

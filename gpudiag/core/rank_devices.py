@@ -19,8 +19,8 @@ from gpudiag.core.dataparallel import (
     describe_devices,
     gpu_by_nvml_index,
 )
-from gpudiag.core.ddp import duplicate_gpu_text
 from gpudiag.errors import GpudiagInputError
+from gpudiag.findings.texts import OUT_OF_MEMORY, duplicate_gpu_text
 from gpudiag.launch.ints import parse_env_int
 from gpudiag.model import Finding, Resolution, Snapshot
 
@@ -88,9 +88,7 @@ def _duplicates(
                 f" ({what}); NCCL refuses two ranks on one GPU.",
                 "Give each local rank its own GPU: torch.cuda.set_device(local_rank), or list "
                 f"{len(chosen)} distinct cuda ordinals.",
-                duplicate_gpu_text(gpu.pci_bus_id if gpu else None).replace(
-                    "rank 1 and rank 0", f"rank {ranks[1]} and rank {ranks[0]}"
-                ),
+                duplicate_gpu_text(gpu.pci_bus_id if gpu else None, ranks[1], ranks[0]),
                 subject=dev.uuid,
             )
         )
@@ -185,7 +183,7 @@ def device_subset_findings(
             f"{devices[0].nvml_index}.",
             f"no error: nvidia-smi lists every rank's process on physical GPU "
             f"{devices[0].nvml_index} too (a few hundred MiB each); when that GPU is busy: "
-            "torch.OutOfMemoryError: CUDA out of memory.",
+            + OUT_OF_MEMORY,
             subject=devices[0].uuid,
         )
     )

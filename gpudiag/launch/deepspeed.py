@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpudiag.findings.texts import EMPTY_IDS
 from gpudiag.parsing import is_int_text
 
 
@@ -124,7 +125,7 @@ def deepspeed_devices(
                 None,
                 f"--exclude {exclude} leaves no GPU",
                 ignored,
-                "IndexError: list index out of range",
+                EMPTY_IDS,
             )
         return DeepSpeedDevices(",".join(str(s) for s in chosen), how, ignored)
     if num_gpus is not None and num_gpus > 0:

@@ -9,6 +9,7 @@ exponent range and needs no loss scaling.
 
 from __future__ import annotations
 
+from gpudiag.findings.texts import UNSCALE_FP16
 from gpudiag.lint import names as N
 from gpudiag.lint.codes import Hit, hit
 from gpudiag.lint.facts import Facts
@@ -90,7 +91,7 @@ def scaler_rules(facts: Facts) -> list[Hit]:
                 "float16 speed).",
                 "Keep the model in float32 and run the forward under torch.autocast('cuda', "
                 "dtype=torch.float16); drop .half() / .to(torch.float16).",
-                "ValueError: Attempting to unscale FP16 gradients.",
+                UNSCALE_FP16,
                 None,
             )
         )

@@ -9,15 +9,10 @@ per rank) and NCCL's "Duplicate GPU detected" error for ranks on one GPU.
 
 from __future__ import annotations
 
+from gpudiag.findings.texts import DDP_DEVICE_IDS_CPU, NO_BACKEND_CPU, SAMPLER_SHUFFLE
 from gpudiag.lint.codes import Hit, hit
 from gpudiag.lint.facts import Event, Facts
 from gpudiag.lint.values import GLOBAL_RANK_VARS, Val, int_list, rank_kind
-
-DDP_IDS_TEXT = (
-    "ValueError: DistributedDataParallel device_ids and output_device arguments only work "
-    "with single-device/multiple-device GPU modules or CPU modules, but got device_ids {ids}, "
-    "output_device {out}, and module parameters {{device(type='cpu')}}."
-)
 
 
 def _uses_ddp(facts: Facts) -> bool:
@@ -50,7 +45,7 @@ def set_device_rules(facts: Facts) -> list[Hit]:
         if ev.proc.startswith("def:") and any(s.proc != ev.proc for s in set_devices):
             continue  # set elsewhere, in an order the walker cannot know
         seen_procs.add(ev.proc)
-        from gpudiag.core.ddp import duplicate_gpu_text  # imported on a hit only: start-up
+        from gpudiag.findings.texts import duplicate_gpu_text  # imported on a hit only: start-up
 
         later = [s for s in set_devices if s.proc == ev.proc and s.seq > ev.seq]
         what = _placement_text(facts, ev)
@@ -171,7 +166,7 @@ def ddp_cpu_rules(facts: Facts) -> list[Hit]:
                 "Move the module to its GPU first (model.to(local_rank)) and keep "
                 "device_ids=[local_rank]; for CPU training with gloo, drop device_ids: "
                 "DDP(model).",
-                DDP_IDS_TEXT.format(ids=ids_text, out=out_text),
+                DDP_DEVICE_IDS_CPU.format(ids=ids_text, out=out_text),
                 None,
             )
         )
@@ -191,7 +186,7 @@ def sampler_rules(facts: Facts) -> list[Hit]:
                 "decides the order, and DataLoader refuses the combination.",
                 "Drop shuffle=True: DistributedSampler shuffles by itself (shuffle=True is "
                 "its default); call sampler.set_epoch(epoch) at the start of each epoch.",
-                "ValueError: sampler option is mutually exclusive with shuffle",
+                SAMPLER_SHUFFLE,
                 None,
             )
         )
@@ -350,7 +345,7 @@ def cpu_collective_rules(facts: Facts) -> list[Hit]:
             "Move the tensor to this rank's GPU first (t = t.cuda(), after "
             "torch.cuda.set_device(local_rank)), or create the group with "
             "backend='cpu:gloo,cuda:nccl' for CPU collectives.",
-            "RuntimeError: No backend type associated with device type cpu",
+            NO_BACKEND_CPU,
             None,
         )
         for ev in facts.of("cpu_collective")

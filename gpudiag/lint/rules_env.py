@@ -12,14 +12,11 @@ Recorded on an H100 with torch 2.11: a CUDA_VISIBLE_DEVICES change after
 
 from __future__ import annotations
 
+from gpudiag.findings.texts import FORK_ERROR
 from gpudiag.lint.codes import Hit, hit
 from gpudiag.lint.facts import Event, Facts
 
 _MASK_VARS = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
-FORK_ERROR = (
-    "RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with "
-    "multiprocessing, you must use the 'spawn' start method"
-)
 
 
 def cuda_init_before(facts: Facts, ev: Event) -> Event | None:

@@ -37,8 +37,8 @@ from gpudiag.core.describe import (
     physical_label,
 )
 from gpudiag.core.describe import join_and as _join
-from gpudiag.core.torch_texts import PROPERTIES_ASSERT, torch_version_tuple
 from gpudiag.errors import GpudiagInputError
+from gpudiag.findings.texts import PROPERTIES_ASSERT, torch_version_tuple
 from gpudiag.model import Finding, Resolution, Snapshot
 
 

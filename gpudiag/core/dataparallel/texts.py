@@ -1,27 +1,28 @@
 """The exact texts torch raises or warns around DataParallel, for the snapshot's torch.
 
-Pure: no torch import. Version-dependent texts come from :mod:`gpudiag.core.torch_texts`.
+Pure: no torch import. Version-dependent texts come from :mod:`gpudiag.findings.texts`.
 """
 
 from __future__ import annotations
 
-from gpudiag.core.torch_texts import (
+# Re-exported: the DataParallel rules and lint name them from here.
+from gpudiag.findings.texts import EMPTY_IDS as EMPTY_IDS
+from gpudiag.findings.texts import INVALID_DEVICE_ID as INVALID_DEVICE_ID
+from gpudiag.findings.texts import (
     INVALID_ORDINAL_MESSAGE,
     NO_CUDA_GPUS,
     cuda_error,
     cuda_error_also,
     cuinit_failure_text,
 )
+from gpudiag.findings.texts import NEGATIVE_INDEX as NEGATIVE_INDEX
+from gpudiag.findings.texts import NO_DRIVER as NO_DRIVER
+from gpudiag.findings.texts import NOT_COMPILED as NOT_COMPILED
 from gpudiag.model import Snapshot
 
 # Exact texts PyTorch raises or warns (torch 2.13 sources named at each use).
-INVALID_DEVICE_ID = "AssertionError: Invalid device id"
-NEGATIVE_INDEX = "RuntimeError: Device index must not be negative"
-EMPTY_IDS = "IndexError: list index out of range"
 #: torch < 2.8's text; :func:`invalid_ordinal_for` gives the snapshot's version's.
 INVALID_ORDINAL = "RuntimeError: " + INVALID_ORDINAL_MESSAGE
-NOT_COMPILED = "AssertionError: Torch not compiled with CUDA enabled"
-NO_DRIVER = "RuntimeError: Found no NVIDIA driver on your system."
 CPU_OUTPUT_WARNING = (
     "FutureWarning: Using -1 to represent CPU tensor is deprecated. Please use a "
     'device object or string instead, e.g., "cpu".'

@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from gpudiag.core.torch_texts import NO_CUDA_GPUS, unexpected_device_count
 from gpudiag.core.visibility.entries import C_SPACE, DIGITS, NO_DEV_FILES, cuda_index, entry_kind
 from gpudiag.core.visibility.entries import quote_value as _q
 from gpudiag.core.visibility.order import PCI_BUS_ID, Order, enumerable, models_differ
 from gpudiag.core.visibility.targets import Entry, Stop, Target
+from gpudiag.findings.texts import NO_CUDA_GPUS, unexpected_device_count
 from gpudiag.model import EntryExplanation, Finding, Snapshot, VisibleDevice
 
 CODES: dict[str, str] = {

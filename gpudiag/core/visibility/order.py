@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from gpudiag.core.torch_texts import unexpected_device_count
 from gpudiag.core.visibility.entries import quote_value as _q
+from gpudiag.findings.texts import unexpected_device_count
 from gpudiag.model import Finding, Gpu, Snapshot
 
 PCI_BUS_ID = "PCI_BUS_ID"

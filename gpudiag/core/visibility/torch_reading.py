@@ -13,7 +13,7 @@ import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gpudiag.core.torch_texts import torch_version_tuple
+from gpudiag.findings.texts import torch_version_tuple
 from gpudiag.model import Snapshot
 
 #: torch functions that look a device up in NVML through

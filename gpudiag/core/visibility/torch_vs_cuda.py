@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gpudiag.core.torch_texts import (
+from gpudiag.core.visibility.entries import quote_value as _q
+from gpudiag.core.visibility.torch_reading import TORCH_NVML_FUNCTIONS, torch_view
+from gpudiag.findings.texts import (
+    INVALID_DEVICE_ID,
     INVALID_ORDINAL_MESSAGE,
     PROPERTIES_ASSERT,
     cuda_error_also,
     cuinit_failure_text,
     invalid_ordinal,
 )
-from gpudiag.core.visibility.entries import quote_value as _q
-from gpudiag.core.visibility.torch_reading import TORCH_NVML_FUNCTIONS, torch_view
 from gpudiag.model import Finding, Snapshot, VisibleDevice
 
 
@@ -119,7 +120,7 @@ def _torch_count_finding(
             "torchrun --nproc-per-node=gpu) silently runs on the CPU, and "
             "torch.cuda.get_device_properties(0) fails.",
             fix=_TORCH_COUNT_FIX,
-            predicts="AssertionError: Invalid device id",
+            predicts=INVALID_DEVICE_ID,
             subject="CUDA_VISIBLE_DEVICES",
         )
     more = torch_count > cuda_count

@@ -1,0 +1,1 @@
+"""Findings: the code catalogue, the exact upstream error texts, and merging."""
