@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from gpudiag.cli import main
+from gpudiag.findings.catalog import AREAS, CATALOG
 from gpudiag.findings_doc import findings_doc_text, parse_sections
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,14 +27,28 @@ def test_explain_prints_the_section() -> None:
     assert "### " not in result.stdout  # one section, not the next
 
 
-def test_explain_lists_every_documented_code() -> None:
+def test_explain_lists_every_catalogued_code_by_area() -> None:
     result = CliRunner().invoke(main, ["explain"])
     assert result.exit_code == 0
-    listed = [line.split()[0] for line in result.stdout.splitlines()]
+    lines = result.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 100
+    areas = [line.split(":")[0] for line in lines if line and not line.startswith(" ")]
+    assert areas == list(AREAS)
+    rows = [line.split() for line in lines if line.startswith("  ") and line[2] != " "]
+    assert [row[0] for row in rows] == list(CATALOG)
+    for code, severity, *title in rows:
+        assert severity == CATALOG[code].severity, code
+        assert CATALOG[code].title.startswith(" ".join(title)), code
     text = findings_doc_text()
     assert text is not None
-    assert listed == list(parse_sections(text))
-    assert "SRC-NVML-UNAVAILABLE" in listed and "HEALTH-DRIVER-TOO-OLD" in listed
+    assert set(CATALOG) == set(parse_sections(text))
+
+
+def test_explain_knows_every_catalogued_code() -> None:
+    for code in CATALOG:
+        result = CliRunner().invoke(main, ["explain", code.lower()])
+        assert result.exit_code == 0, result.output
+        assert result.stdout.splitlines()[0] == code
 
 
 def test_explain_unknown_code_exit_2_with_suggestion() -> None:

@@ -15,7 +15,7 @@ from gpudiag.errors import GpudiagInputError
 Examples:
   gpudiag explain VIS-ORDER-MIXED     # one finding
   gpudiag explain vis-order-mixed     # codes are case-insensitive
-  gpudiag explain                     # every code, one line each
+  gpudiag explain                     # every code by area: severity, title
 
 \b
 The text is gpudiag's finding documentation, installed with it. Exit codes:
@@ -24,34 +24,49 @@ The text is gpudiag's finding documentation, installed with it. Exit codes:
 @click.argument("code", required=False, metavar="[CODE]")
 def explain(code: str | None) -> None:
     """Explain a finding code: what it means, an example, and the fix."""
-    from gpudiag.findings_doc import findings_doc_text, parse_sections
+    from gpudiag.findings.catalog import CATALOG
     from gpudiag.render.text import esc
 
-    text = findings_doc_text()
-    if text is None:
-        raise GpudiagInputError(
-            "the finding documentation is not installed with this gpudiag (findings.md missing)"
-        )
-    sections = parse_sections(text)
     if code is None:
-        for name, body in sections.items():
-            severity = _field(body, "Severity") or "?"
-            click.echo(f"{name:<32} {severity}")
+        _list_codes()
         raise SystemExit(OK)
     wanted = code.strip().upper()
-    if wanted not in sections:
+    if wanted not in CATALOG:
         import difflib
 
-        close = difflib.get_close_matches(wanted, list(sections), n=3, cutoff=0.6)
+        close = difflib.get_close_matches(wanted, list(CATALOG), n=3, cutoff=0.6)
         hint = f"; did you mean {', '.join(close)}?" if close else "; `gpudiag explain` lists them"
         raise GpudiagInputError(f"unknown finding code {esc(repr(code))}{hint}")
+    from gpudiag.findings_doc import findings_doc_text, parse_sections
+
+    text = findings_doc_text()
+    section = parse_sections(text).get(wanted) if text is not None else None
+    if section is None:
+        raise GpudiagInputError(
+            f"the documentation of {wanted} is not installed with this gpudiag "
+            "(findings.md missing)"
+        )
     click.echo(wanted)
-    click.echo(sections[wanted])  # our own shipped text, printed as written
+    click.echo(section)  # our own shipped text, printed as written
 
 
-def _field(body: str, name: str) -> str | None:
-    marker = f"**{name}:**"
-    for line in body.splitlines():
-        if marker in line:
-            return line.split(marker, 1)[1].strip()
-    return None
+#: The listing's width: gpudiag's output fits 100 columns.
+_WIDTH = 100
+
+
+def _list_codes() -> None:
+    """Every catalogued code, grouped by area: code, default severity, title."""
+    import textwrap
+
+    from gpudiag.findings.catalog import AREAS, codes_in
+
+    for n, (area, description) in enumerate(AREAS.items()):
+        if n:
+            click.echo("")
+        click.echo(textwrap.fill(f"{area}: {description}", _WIDTH, subsequent_indent="    "))
+        for info in codes_in(area):
+            head = f"  {info.code:<28} {info.severity:<7} "
+            lines = textwrap.wrap(info.title, _WIDTH - len(head), break_on_hyphens=False)
+            click.echo(head + lines[0])
+            for line in lines[1:]:
+                click.echo(" " * len(head) + line)
