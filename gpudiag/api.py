@@ -21,10 +21,6 @@ from gpudiag.model import Finding, Snapshot, uuid_key
 #: guess of the value CUDA read at initialisation (see :func:`guard`).
 CVD_AT_IMPORT: str | None = import_env.CVD_AT_IMPORT
 
-CODES: dict[str, str] = {
-    "API-CUDA-ALREADY-INITIALISED": "guard() ran after CUDA was initialised in this process",
-}
-
 
 class GpuConfigError(RuntimeError):
     """The GPU configuration would fail; the message lists each error and its fix."""

@@ -7,7 +7,6 @@ from typing import Any
 import pytest
 
 from gpudiag.core.dataparallel import (
-    CODES,
     DeviceProps,
     chunks_used,
     predict_imbalance,
@@ -15,9 +14,13 @@ from gpudiag.core.dataparallel import (
 )
 from gpudiag.core.visibility import resolve_visible
 from gpudiag.errors import GpudiagInputError
+from gpudiag.findings.catalog import titles
 from gpudiag.model import Finding
 
 from .conftest import load_fixture
+
+#: The codes this area owns (gpudiag/findings/catalog.py).
+CODES = titles("dataparallel")
 
 
 def run(

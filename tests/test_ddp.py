@@ -7,14 +7,18 @@ from typing import Any
 
 import pytest
 
-from gpudiag.core.ddp import CODES, duplicate_gpu_text, has_launcher_env, validate_ddp
+from gpudiag.core.ddp import duplicate_gpu_text, has_launcher_env, validate_ddp
 from gpudiag.core.visibility import resolve_visible
 from gpudiag.errors import GpudiagInputError
+from gpudiag.findings.catalog import titles
 from gpudiag.launch.ints import parse_env_int
 from gpudiag.launch.reader import parse_tasks_per_node
 from gpudiag.model import Finding
 
 from .conftest import load_fixture
+
+#: The codes this area owns (gpudiag/findings/catalog.py).
+CODES = titles("ddp")
 
 TORCHRUN = {
     "RANK": "0",

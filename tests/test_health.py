@@ -8,12 +8,16 @@ from typing import Any
 import pytest
 
 from gpudiag.core.compat import arch_runs_on, parse_cc
-from gpudiag.core.health import CODES, health_findings
+from gpudiag.core.health import health_findings
 from gpudiag.core.visibility import resolve_visible
 from gpudiag.errors import GpudiagInputError
+from gpudiag.findings.catalog import titles
 from gpudiag.model import Finding, Snapshot
 
 from .conftest import load_fixture
+
+#: The codes this area owns (gpudiag/findings/catalog.py).
+CODES = titles("health")
 
 
 def with_gpu(snap: Snapshot, nvml_index: int, **changes: Any) -> Snapshot:

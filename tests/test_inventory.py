@@ -6,10 +6,14 @@ from dataclasses import replace
 
 import pytest
 
-from gpudiag.core.inventory import CODES, build_inventory, inventory_findings
+from gpudiag.core.inventory import build_inventory, inventory_findings
+from gpudiag.findings.catalog import titles
 from gpudiag.model import Snapshot, SourceStatus, TorchDevice, TorchInfo, uuid_key
 
 from .conftest import load_fixture
+
+#: The codes this area owns (gpudiag/findings/catalog.py).
+CODES = titles("inventory")
 
 
 def _codes(snap: Snapshot) -> list[tuple[str, str]]:

@@ -11,20 +11,19 @@ from typing import Any
 
 import pytest
 
-from gpudiag.core import host, port, precision, prelaunch, rank_devices
+from gpudiag.core import host, port, prelaunch
 from gpudiag.core.check import run_check
 from gpudiag.errors import GpudiagInputError
+from gpudiag.findings.catalog import codes_in
 from gpudiag.model import Finding, PortHolder, PortProbe
 
 from .conftest import load_fixture
 
-NEW = (
-    set(prelaunch.CODES)
-    | set(host.CODES)
-    | set(precision.CODES)
-    | set(port.CODES)
-    | set(rank_devices.CODES)
-)
+NEW = {
+    info.code
+    for area in ("prelaunch", "host", "precision", "port", "ranks")
+    for info in codes_in(area)
+}
 WATCHED = NEW | {
     "DDP-DUPLICATE-GPU",
     "DDP-NOT-LAUNCHED",

@@ -357,11 +357,11 @@ def test_merge_drops_the_lint_finding_check_duplicates() -> None:
 
 
 def test_duplicates_name_real_codes() -> None:
-    from gpudiag.core.dataparallel import CODES as DP
+    from gpudiag.findings.catalog import titles
     from gpudiag.lint.codes import CODES as LINT
 
     assert set(DUPLICATES) <= set(LINT)
-    assert set().union(*DUPLICATES.values()) <= set(DP)
+    assert set().union(*DUPLICATES.values()) <= set(titles("dataparallel"))
 
 
 def test_lint_check_keeps_the_rendezvous_error_check_reports_as_info() -> None:

@@ -16,7 +16,6 @@ import pytest
 
 from gpudiag.core import visibility
 from gpudiag.core.visibility import (
-    CODES,
     apply_driver_mapping,
     c_strtoul,
     cuda_index,
@@ -25,10 +24,14 @@ from gpudiag.core.visibility import (
     slurm_findings,
     uuid_hex,
 )
+from gpudiag.findings.catalog import titles
 from gpudiag.findings.texts import torch_version_tuple
 from gpudiag.model import Gpu, MigDevice, Resolution, Snapshot
 
 from .conftest import load_fixture
+
+#: The codes this area owns (gpudiag/findings/catalog.py).
+CODES = titles("visibility")
 
 A100X8 = load_fixture("a100x8")
 MIXED4 = load_fixture("mixed4")

@@ -42,10 +42,6 @@ from gpudiag.model import SEVERITIES, Finding, Resolution, Snapshot
 if TYPE_CHECKING:
     from gpudiag.core.port import PortProber
 
-CODES: dict[str, str] = {
-    "CHECK-EXPECT-GPUS": "the number of visible GPUs differs from --expect-gpus",
-}
-
 #: Version of the ``gpudiag check --json`` document (``docs/check.md``).
 REPORT_SCHEMA = "gpudiag-check/1"
 

@@ -26,17 +26,6 @@ from gpudiag.findings.texts import (
 )
 from gpudiag.model import Finding, Gpu, Resolution, Snapshot
 
-#: The codes of these findings; :data:`gpudiag.core.health.CODES` declares them
-#: (one CODES per code).
-COMPAT_CODES: dict[str, str] = {
-    "HEALTH-DRIVER-TOO-OLD": "torch's CUDA runtime is newer than the driver supports",
-    "HEALTH-ARCH-UNSUPPORTED": "torch has no kernels for a GPU's compute capability",
-    "HEALTH-ARCH-PTX-JIT": "torch has only PTX for a GPU: kernels are JIT-compiled",
-    "HEALTH-AMP-BF16": "bf16 autocast on a GPU without native bf16 (below 8.0)",
-    "HEALTH-AMP-FP16": "fp16 autocast on a GPU without fast fp16 (no tensor cores)",
-    "HEALTH-AMP-NO-GPU": "autocast on CUDA with no GPU: torch disables it",
-}
-
 #: Jetson (integrated) GPUs: binaries are not shared with discrete GPUs of the
 #: same major version (torch's DEVICE_REQUIREMENT excludes them likewise).
 _INTEGRATED_CC = {53, 62, 72, 87}

@@ -65,7 +65,6 @@ from gpudiag.launch.table import has_launcher_vars
 from gpudiag.model import Finding, Resolution, Severity, Snapshot
 
 __all__ = [
-    "CODES",
     "ENV_RENDEZVOUS_ORDER",
     "LAUNCHER_VARS",
     "NCCL_NOT_BUILT",
@@ -76,23 +75,6 @@ __all__ = [
     "has_launcher_env",
     "validate_ddp",
 ]
-
-CODES: dict[str, str] = {
-    "DDP-PLAN": "which physical GPU each local rank will use",
-    "DDP-BAD-ENV": "a launcher variable that is not an integer",
-    "DDP-ENV-EMPTY": "a launcher variable set to an empty string",
-    "DDP-ENV-RANGE": "a launcher variable out of range (negative rank, size < 1, bad port)",
-    "DDP-NPROC-MISMATCH": "--nproc-per-node disagrees with LOCAL_WORLD_SIZE",
-    "DDP-NCCL-NO-GPU": "backend nccl with no visible GPU",
-    "DDP-TOO-MANY-RANKS": "more ranks per node than visible GPUs",
-    "DDP-DUPLICATE-GPU": "several ranks on one GPU: NCCL 'Duplicate GPU detected'",
-    "DDP-LOCAL-RANK-INVALID": "LOCAL_RANK is not a visible device",
-    "DDP-LAUNCHER-ENV-MISSING": "RANK, WORLD_SIZE, MASTER_ADDR or MASTER_PORT missing",
-    "DDP-NOT-LAUNCHED": "no launcher variables: not running under torchrun or Slurm yet",
-    "DDP-SLURM-MISMATCH": "torchrun and Slurm variables disagree",
-    "DDP-SLURM-NESTED": "torchrun started inside several Slurm tasks per node",
-    "DDP-GPU-ALLOCATION": "more ranks per node than GPUs Slurm allocated",
-}
 
 #: Variables whose presence means a launcher (torchrun, Slurm) is involved.
 

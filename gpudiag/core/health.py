@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 
-from gpudiag.core.compat import COMPAT_CODES, amp_findings, arch_findings, driver_findings
+from gpudiag.core.compat import amp_findings, arch_findings, driver_findings
 from gpudiag.core.compat import parse_cc as parse_cc  # core/precision.py imports it from here
 from gpudiag.core.grouping import (
     GpuGroup,
@@ -25,18 +25,6 @@ from gpudiag.core.grouping import (
 from gpudiag.errors import GpudiagInputError
 from gpudiag.findings.texts import BUSY, ECC_ERROR, OUT_OF_MEMORY
 from gpudiag.model import Finding, Gpu, Resolution, Severity, Snapshot
-
-CODES: dict[str, str] = {
-    "HEALTH-GPU-LOST": "a GPU has fallen off the bus; CUDA numbering shifts",
-    "HEALTH-FOREIGN-PROCESSES": "GPU memory held by other processes",
-    "HEALTH-ECC-UNCORRECTABLE": "uncorrectable ECC errors on a GPU",
-    "HEALTH-RETIRED-PAGES-PENDING": "memory pages wait for retirement until a GPU reset",
-    "HEALTH-ROW-REMAP-FAILURE": "row remapping failed: the GPU's memory is unreliable",
-    "HEALTH-COMPUTE-MODE": "compute mode Exclusive_Process or Prohibited",
-    "HEALTH-THROTTLE": "clocks are being throttled",
-    "HEALTH-PERSISTENCE-OFF": "persistence mode is off",
-    **COMPAT_CODES,
-}
 
 #: Clock event reasons (as ``gpudiag.backends.nvml`` names them) that slow a job.
 _SLOWDOWN_REASONS = (

@@ -32,13 +32,6 @@ from collections.abc import Mapping, Sequence
 from gpudiag.findings.texts import NCCL_DUPLICATE_GPU, NO_DRIVER, NOT_COMPILED
 from gpudiag.model import Finding, HostInfo, Snapshot
 
-CODES: dict[str, str] = {
-    "HOST-CONTAINER-NO-GPU": "a container started without GPU access",
-    "HOST-NO-NVIDIA-GPU": "this machine has no NVIDIA GPU at all",
-    "HOST-DRIVER-MISSING": "NVIDIA GPUs on the PCI bus but no NVIDIA driver loaded",
-    "ENV-KINETO-DAEMON": "KINETO_USE_DAEMON makes import torch initialise CUDA",
-}
-
 _CONTAINER_FIX = (
     "Start the container with GPU access: docker run --gpus all (NVIDIA Container Toolkit) "
     "or --runtime=nvidia; podman run --device nvidia.com/gpu=all; in Kubernetes, request "

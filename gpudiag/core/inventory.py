@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from gpudiag.core.sources import SOURCE_CODES, source_findings, source_status
+from gpudiag.core.sources import source_findings, source_status
 from gpudiag.findings.texts import DRIVER_TOO_OLD, NOT_COMPILED
 from gpudiag.model import (
     Finding,
@@ -22,16 +22,6 @@ from gpudiag.model import (
     TorchInfo,
     uuid_key,
 )
-
-CODES: dict[str, str] = {
-    **SOURCE_CODES,
-    "INV-NO-GPUS": "NVML works but reports no GPU",
-    "INV-TORCH-SEES-NONE": "NVML sees GPUs but torch sees none",
-    "INV-TORCH-COUNT-MISMATCH": "torch sees a different number of devices than expected",
-    "INV-TORCH-UUID-UNKNOWN": "torch reports a device NVML does not list",
-    "INV-TORCH-ORDER-MISMATCH": "torch's cuda:N is not the GPU the CUDA rules predict",
-    "INV-GPUTIL-MISMATCH": "GPUtil (nvidia-smi) and NVML disagree about the GPUs",
-}
 
 
 @dataclass(frozen=True)

@@ -17,13 +17,6 @@ from gpudiag.launch.reader import Launch, LauncherView
 from gpudiag.launch.table import MPI_FAMILY, SETS_TORCH_ENV, SPAWNS_WORKERS, SPECS
 from gpudiag.model import Finding, Severity
 
-CODES: dict[str, str] = {
-    "DDP-LAUNCHER": "which launcher started this rank (or will start the job), and what it gives",
-    "DDP-LAUNCHER-MISMATCH": "two launchers' variables disagree (e.g. Slurm's and MPI's counts)",
-    "DDP-DEEPSPEED-DEVICES": "the CUDA_VISIBLE_DEVICES DeepSpeed's runner gives its workers",
-    "DDP-DEEPSPEED-REFUSED": "DeepSpeed's runner refuses its device flags and starts no worker",
-}
-
 _TIMEOUT = STORE_TIMEOUT
 
 

@@ -19,10 +19,6 @@ from gpudiag.findings.texts import addr_in_use_text
 from gpudiag.launch.ints import parse_env_int
 from gpudiag.model import Finding, PortProbe, Severity
 
-CODES: dict[str, str] = {
-    "DDP-PORT-IN-USE": "the rendezvous port is already bound on this host",
-}
-
 #: torchrun's static-rendezvous default (run.py), also accelerate's and DeepSpeed's.
 DEFAULT_MASTER_PORT = 29500
 DEFAULT_MASTER_ADDR = "127.0.0.1"

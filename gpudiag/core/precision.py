@@ -25,11 +25,6 @@ from gpudiag.core.health import parse_cc
 from gpudiag.errors import GpudiagInputError
 from gpudiag.model import Finding, Gpu, Resolution, Snapshot
 
-CODES: dict[str, str] = {
-    "HEALTH-TF32-UNSUPPORTED": "TF32 switched on for GPUs below compute capability 8.0",
-    "HEALTH-AMP-FP16-OVERFLOW": "fp16 autocast for a model trained in bf16",
-}
-
 MODEL_DTYPES = ("bf16", "fp16", "fp32")
 
 

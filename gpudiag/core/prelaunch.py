@@ -52,11 +52,6 @@ from gpudiag.launch.reader import read_launch
 from gpudiag.launch.table import SPECS
 from gpudiag.model import Finding, Resolution, Snapshot
 
-CODES: dict[str, str] = {
-    "DDP-LAUNCHED-ENV-MISSING": "check --launched, but launcher variables are missing",
-    "DDP-NCCL-NOT-BUILT": "backend nccl, but this torch build has no NCCL",
-}
-
 _VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 

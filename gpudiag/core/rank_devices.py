@@ -24,11 +24,6 @@ from gpudiag.findings.texts import OUT_OF_MEMORY, duplicate_gpu_text
 from gpudiag.launch.ints import parse_env_int
 from gpudiag.model import Finding, Resolution, Snapshot
 
-CODES: dict[str, str] = {
-    "DDP-SET-DEVICE-INVALID": "a rank's device is not a visible cuda ordinal",
-    "DDP-CUDA0-CONTEXT": "DDP on a device subset without cuda:0: cuda:0 still gets a context",
-}
-
 
 def set_device_roles(
     set_device: int | None,

@@ -8,17 +8,6 @@ from __future__ import annotations
 
 from gpudiag.model import Finding, Snapshot
 
-#: The SRC-* codes; :data:`gpudiag.core.inventory.CODES` declares them (one CODES per code).
-SOURCE_CODES: dict[str, str] = {
-    "SRC-NVML-UNAVAILABLE": "NVML cannot be used: no NVIDIA driver, or it is not loaded",
-    "SRC-NVML-ERROR": "NVML failed: driver/library mismatch, permissions, or a query error",
-    "SRC-NVML-GPU-LOST": "a GPU was lost while NVML queried it",
-    "SRC-TORCH-UNAVAILABLE": "torch is not installed for this Python",
-    "SRC-TORCH-ERROR": "torch could not be queried, or could not initialise CUDA",
-    "SRC-GPUTIL-UNAVAILABLE": "GPUtil cannot be used (nvidia-smi missing, or import failure)",
-    "SRC-GPUTIL-ERROR": "GPUtil failed while running nvidia-smi",
-}
-
 
 def source_status(snapshot: Snapshot, name: str) -> tuple[str, str]:
     """(status, reason) of a source; the reason without a final period, since

@@ -21,7 +21,6 @@ Every id below is a ``cuda_ordinal``: an index into the devices that
 from __future__ import annotations
 
 # The names other modules import from gpudiag.core.dataparallel.
-from gpudiag.core.dataparallel.codes import CODES
 from gpudiag.core.dataparallel.inputs import parse_module_device
 from gpudiag.core.dataparallel.predict import (
     DeviceProps,
@@ -46,7 +45,6 @@ from gpudiag.core.describe import (
 )
 
 __all__ = [
-    "CODES",
     "INVALID_DEVICE_ID",
     "INVALID_ORDINAL",
     "DeviceProps",

@@ -16,7 +16,7 @@ the real torch functions.
 The package holds one module per concept: ``entries`` (reading one entry like the
 driver), ``order`` (``CUDA_DEVICE_ORDER`` and the enumeration pool), ``uuid_index``
 (UUID-prefix matching), ``targets`` (what each entry selects), ``resolve``
-(:func:`resolve_visible`), ``findings`` (``CODES``, explanations and findings of a
+(:func:`resolve_visible`), ``findings`` (explanations and findings of a
 resolution), ``torch_reading`` (torch's own reading per version), ``torch_vs_cuda``
 (VIS-TORCH-* findings), ``slurm`` (Slurm's allocation) and ``driver`` (the CUDA
 driver's mapping, reconciled with the rules).
@@ -31,13 +31,11 @@ from gpudiag.core.visibility.driver import (
     resolve_checked,
 )
 from gpudiag.core.visibility.entries import c_strtoul, cuda_index, quote_value, uuid_hex
-from gpudiag.core.visibility.findings import CODES
 from gpudiag.core.visibility.resolve import resolve_visible
 from gpudiag.core.visibility.slurm import slurm_findings
 from gpudiag.core.visibility.torch_reading import torch_view
 
 __all__ = [
-    "CODES",
     "DriverAsker",
     "apply_driver_mapping",
     "c_strtoul",

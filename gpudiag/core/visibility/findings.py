@@ -13,30 +13,6 @@ from gpudiag.core.visibility.targets import Entry, Stop, Target
 from gpudiag.findings.texts import NO_CUDA_GPUS, unexpected_device_count
 from gpudiag.model import EntryExplanation, Finding, Snapshot, VisibleDevice
 
-CODES: dict[str, str] = {
-    "VIS-TRUNCATED": "An invalid CUDA_VISIBLE_DEVICES entry ends the list early",
-    "VIS-DUPLICATE": "A duplicate CUDA_VISIBLE_DEVICES entry: cuInit fails, no GPU is usable",
-    "VIS-NO-DEVICES": "CUDA_VISIBLE_DEVICES exposes no GPU",
-    "VIS-ENTRY-TRAILING": "An integer entry has trailing text that CUDA ignores",
-    "VIS-UUID-SPACE": "White space around a UUID entry: the entry selects nothing",
-    "VIS-UUID-CASE": "A lower-case 'gpu-'/'mig-' prefix: the entry selects nothing",
-    "VIS-TORCH-RAISES": "torch.cuda.device_count() raises on this value",
-    "VIS-TORCH-COUNT": "torch's device count before CUDA initialisation differs from CUDA's",
-    "VIS-TORCH-NVML-ORDER": "torch's NVML-based queries would read a different GPU",
-    "VIS-MIG-MULTIPLE": "Several MIG devices selected: CUDA uses only the first",
-    "VIS-MIG-HIDES-GPU": "A MIG device is enumerated, so CUDA hides the non-MIG GPUs",
-    "VIS-MIG-NO-INSTANCE": "A GPU in MIG mode with no MIG instance exposes nothing",
-    "VIS-MIG-UNCERTAIN": "Which MIG instance CUDA picks is not documented",
-    "VIS-INDEX-MISMATCH": "CUDA device numbers differ from nvidia-smi's",
-    "VIS-ORDER-MIXED": "Mixed GPU models without CUDA_DEVICE_ORDER=PCI_BUS_ID",
-    "VIS-ORDER-UNCERTAIN": "CUDA's FASTEST_FIRST order is unknown on a mixed-model node",
-    "VIS-ORDER-INVALID": "CUDA_DEVICE_ORDER has another value: cuInit fails, no GPU is usable",
-    "VIS-SLURM-MISMATCH": "Slurm's GPU allocation differs from what CUDA_VISIBLE_DEVICES exposes",
-    "VIS-CVD-CHANGED": "CUDA_VISIBLE_DEVICES changed after CUDA was initialised",
-    "VIS-DRIVER-DISAGREES": "The CUDA driver's mapping differs from the rules' answer",
-    "VIS-DRIVER-UNMATCHED": "The CUDA driver enumerated a device missing from the inventory",
-}
-
 _END = "the list ends here; later entries are ignored"
 
 
