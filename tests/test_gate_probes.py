@@ -176,3 +176,21 @@ def test_ctrl_c_exits_130_everywhere(command: list[str], monkeypatch: pytest.Mon
     result = CliRunner().invoke(main, command)
     assert result.exit_code == INTERRUPTED, result.output
     assert result.output.strip() == "gpudiag: interrupted"
+
+
+def test_terminate_as_exit_raises_once_and_gives_ctrl_c_back() -> None:
+    # A second Ctrl-C while the body unwinds must not cut the cleanup short (it used
+    # to leave the temp dir on every double Ctrl-C); afterwards Ctrl-C works again.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    reached = False
+    try:
+        with pytest.raises(KeyboardInterrupt), tempdirs.terminate_as_exit():
+            try:
+                signal.raise_signal(signal.SIGINT)
+            finally:
+                signal.raise_signal(signal.SIGINT)  # the second Ctrl-C: a no-op now
+                reached = True
+        assert reached
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -128,30 +128,51 @@ def _pid_alive(pid: int) -> bool:
 
 @contextmanager
 def terminate_as_exit() -> Iterator[None]:
-    """SIGTERM (torchrun stopping a failed job) unwinds, so children get killed.
+    """SIGTERM and Ctrl-C unwind once, so that :func:`cleanup` kills the children.
 
-    Only the first SIGTERM raises: a second one (torchrun and a shell both
-    signal) must not raise again inside the ``finally`` before :func:`cleanup`
-    starts, nor kill the process by the default action while it unwinds. So the
-    handler stays in place (as a no-op) after it fired: this process is exiting
-    with status 143. Seen as a flaky ``test_sigterm_cleans_up`` (exit -15): the
-    handler used to be restored to SIG_DFL before the cleanup held signals.
+    SIGTERM (torchrun stopping a failed job) raises ``SystemExit(143)``; SIGINT
+    raises ``KeyboardInterrupt``, as Python's own handler does (only where that
+    handler is installed: a SIGINT a shell set to ignored stays ignored). Only the
+    first signal raises: a second one (a double Ctrl-C; torchrun and a shell both
+    signalling) must not raise again at the start of the ``finally`` before
+    :func:`cleanup` holds signals, which would skip the cleanup and leave the
+    children and the temp dir (seen as test_repeated_ctrl_c_cleans_up_and_exits_130
+    failing every time once this context also spanned the cleanup). After a
+    SIGTERM fired, its handler stays in place as a no-op: this process is exiting
+    with status 143, and SIG_DFL there killed it as -15 (a flaky
+    test_sigterm_cleans_up). Python's SIGINT handler is restored on the way out,
+    after the cleanup: a library caller that catches KeyboardInterrupt keeps Ctrl-C.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    fired = False
+    fired = False  # a signal has raised: the body is unwinding
+    term_fired = False
 
-    def handler(signum: int, frame: object) -> None:
-        nonlocal fired
+    def on_term(signum: int, frame: object) -> None:
+        nonlocal fired, term_fired
+        term_fired = True
         if fired:
             return  # already unwinding: the cleanup is under way
         fired = True
         raise SystemExit(128 + signum)
 
-    previous = signal.signal(signal.SIGTERM, handler)
+    def on_int(signum: int, frame: object) -> None:
+        nonlocal fired
+        if fired:
+            return
+        fired = True
+        raise KeyboardInterrupt
+
+    previous_term = signal.signal(signal.SIGTERM, on_term)
+    previous_int = signal.getsignal(signal.SIGINT)
+    catch_int = previous_int is signal.default_int_handler
+    if catch_int:
+        signal.signal(signal.SIGINT, on_int)
     try:
         yield
     finally:
-        if not fired:
-            signal.signal(signal.SIGTERM, previous)
+        if catch_int:
+            signal.signal(signal.SIGINT, previous_int)
+        if not term_fired:
+            signal.signal(signal.SIGTERM, previous_term)
