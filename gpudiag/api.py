@@ -285,14 +285,15 @@ def guard(
     if initialised:
         extra.append(
             Finding(
-                "API-CUDA-ALREADY-INITIALISED",
-                "warning",
-                "gpudiag.guard() ran after CUDA was initialised in this process: "
+                code="API-CUDA-ALREADY-INITIALISED",
+                severity="warning",
+                message="gpudiag.guard() ran after CUDA was initialised in this process: "
                 "CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER can no longer change what this "
                 "process sees.",
-                "Call gpudiag.guard() at the very top of the script, before any torch.cuda call.",
-                None,
-                "CUDA_VISIBLE_DEVICES",
+                fix="Call gpudiag.guard() at the very top of the script, before any torch.cuda "
+                "call.",
+                predicts=None,
+                subject="CUDA_VISIBLE_DEVICES",
             )
         )
         extra += _changed_after_init(report, torch_uuids)
@@ -325,13 +326,13 @@ def _changed_after_init(report: Report, torch_uuids: list[str] | None) -> list[F
         return [finding]
     return [
         Finding(
-            "API-CUDA-ALREADY-INITIALISED",
-            "error",
-            f"torch in this process sees {len(seen)} device(s) that differ from the "
+            code="API-CUDA-ALREADY-INITIALISED",
+            severity="error",
+            message=f"torch in this process sees {len(seen)} device(s) that differ from the "
             f"{len(expected)} the current CUDA_VISIBLE_DEVICES selects: it was changed after "
             "CUDA initialised (the earlier value is unknown to gpudiag).",
-            "Set CUDA_VISIBLE_DEVICES before the first CUDA call, or start a new process.",
-            None,
-            "CUDA_VISIBLE_DEVICES",
+            fix="Set CUDA_VISIBLE_DEVICES before the first CUDA call, or start a new process.",
+            predicts=None,
+            subject="CUDA_VISIBLE_DEVICES",
         )
     ]

@@ -12,14 +12,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+# Findings live in gpudiag.findings.finding (issue 16); the model re-exports them.
+from gpudiag.findings.finding import SEVERITIES as SEVERITIES
+from gpudiag.findings.finding import Finding as Finding
+from gpudiag.findings.finding import Severity as Severity
+
 #: The schema gpudiag writes. 1.1 added ``host`` and torch's ``distributed_available`` /
 #: ``nccl_available``; a reader accepts any ``gpudiag-snapshot/1`` or ``/1.N`` (docs/snapshot.md).
 SNAPSHOT_SCHEMA = "gpudiag-snapshot/1.1"
 #: The major version every readable snapshot shares.
 SNAPSHOT_SCHEMA_MAJOR = "gpudiag-snapshot/1"
-
-Severity = Literal["error", "warning", "info"]
-SEVERITIES: tuple[Severity, ...] = ("error", "warning", "info")
 
 SourceName = Literal["nvml", "torch", "gputil"]
 SOURCE_NAMES: tuple[SourceName, ...] = ("nvml", "torch", "gputil")
@@ -194,43 +196,6 @@ class Snapshot:
     def cuda_device_order(self) -> str | None:
         """The recorded ``CUDA_DEVICE_ORDER`` (None when unset)."""
         return self.env.get("CUDA_DEVICE_ORDER")
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One diagnosis.
-
-    Attributes:
-        code: stable identifier, documented in ``docs/findings.md``.
-        severity: ``error``, ``warning`` or ``info``.
-        message: what is wrong, in one or two sentences.
-        fix: what to do about it, or None when there is nothing to do.
-        predicts: the PyTorch/CUDA/NCCL error text this foresees, or None.
-        subject: what the finding is about (a GPU UUID, an env var...), or None.
-        predicts_also: other texts of the same failure: what other torch versions
-            print (``torch < 2.8: …``), or what a script that takes another path
-            hits first. ``predicts`` is the snapshot's torch version's text.
-    """
-
-    code: str
-    severity: Severity
-    message: str
-    fix: str | None = None
-    predicts: str | None = None
-    subject: str | None = None
-    predicts_also: tuple[str, ...] = ()
-
-    def to_json(self) -> dict[str, object]:
-        """The finding as a JSON object (``docs/findings.md``)."""
-        return {
-            "code": self.code,
-            "severity": self.severity,
-            "message": self.message,
-            "fix": self.fix,
-            "predicts": self.predicts,
-            "predicts_also": list(self.predicts_also),
-            "subject": self.subject,
-        }
 
 
 def uuid_key(uuid: str | None) -> str | None:

@@ -40,11 +40,11 @@ def test_one_gpu_is_worded_in_the_singular() -> None:
     gpu = _gpu(3)
     [f] = merge_per_gpu([PerGpu(gpu, "HEALTH-X", "warning", _wording, (2,), "Boom")])
     assert f == Finding(
-        "HEALTH-X",
-        "warning",
-        f"{gpu_label(gpu)} has 2 thing(s).",
-        "nvidia-smi -r -i 3",
-        "Boom",
+        code="HEALTH-X",
+        severity="warning",
+        message=f"{gpu_label(gpu)} has 2 thing(s).",
+        fix="nvidia-smi -r -i 3",
+        predicts="Boom",
         subject=gpu.uuid,
     )
 

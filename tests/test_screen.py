@@ -102,7 +102,7 @@ def test_colour_only_on_a_tty_without_no_color() -> None:
     assert colour_wanted(True, {"NO_COLOR": "1"}) is False
     assert colour_wanted(True, {"NO_COLOR": ""}) is True  # no-color.org: set and non-empty
     assert colour_wanted(False, {}) is False
-    finding = Finding("VIS-DUPLICATE", "error", "dup", fix="fix it")
+    finding = Finding(code="VIS-DUPLICATE", severity="error", message="dup", fix="fix it")
     coloured = render_findings([finding], Style(colour=True))
     assert "\x1b[1;31mVIS-DUPLICATE\x1b[0m" in coloured
     assert ANSI.sub("", coloured) == render_findings([finding], Style(colour=False))
@@ -113,7 +113,7 @@ def test_colour_only_on_a_tty_without_no_color() -> None:
 
 def test_findings_wrap_with_a_hanging_indent() -> None:
     message = "word " * 60
-    text = render_findings([Finding("VIS-ORDER-MIXED", "warning", message, fix="f " * 50)],
+    text = render_findings([Finding(code="VIS-ORDER-MIXED", severity="warning", message=message, fix="f " * 50)],
                            Style(width=60))  # fmt: skip
     lines = text.splitlines()
     assert lines[0] == "Warnings (1):"

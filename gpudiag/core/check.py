@@ -174,14 +174,15 @@ def run_check(
     if expect_gpus is not None and expect_gpus != n:
         findings.append(
             Finding(
-                "CHECK-EXPECT-GPUS",
-                "error",
-                f"Expected {expect_gpus} GPU(s) but {n} are visible {cvd_phrase(resolution)}"
+                code="CHECK-EXPECT-GPUS",
+                severity="error",
+                message=f"Expected {expect_gpus} GPU(s) but {n} are visible "
+                f"{cvd_phrase(resolution)}"
                 + (f": {describe_devices(resolution.devices, snapshot)}." if n else "."),
-                "Check the job's GPU request (--gpus / --gres), CUDA_VISIBLE_DEVICES and "
+                fix="Check the job's GPU request (--gpus / --gres), CUDA_VISIBLE_DEVICES and "
                 "gpudiag list.",
-                None,
-                "CUDA_VISIBLE_DEVICES",
+                predicts=None,
+                subject="CUDA_VISIBLE_DEVICES",
             )
         )
 

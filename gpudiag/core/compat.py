@@ -91,27 +91,28 @@ def driver_findings(snapshot: Snapshot) -> list[Finding]:
     if runtime[0] > driver[0]:
         return [
             Finding(
-                "HEALTH-DRIVER-TOO-OLD",
-                "error",
-                f"{where}: a newer major CUDA version needs a newer driver, so torch finds no "
+                code="HEALTH-DRIVER-TOO-OLD",
+                severity="error",
+                message=f"{where}: a newer major CUDA version needs a newer driver, so torch finds "
+                "no "
                 "usable GPU (torch.cuda.is_available() is False).",
-                f"Upgrade the NVIDIA driver to one supporting CUDA {info.cuda_version}, or "
+                fix=f"Upgrade the NVIDIA driver to one supporting CUDA {info.cuda_version}, or "
                 f"install a torch build for CUDA {snapshot.cuda_driver_version} or older.",
-                INSUFFICIENT_DRIVER,
+                predicts=INSUFFICIENT_DRIVER,
             )
         ]
     # Same major: CUDA's minor-version compatibility (CUDA Compatibility guide) runs
     # the binaries, but PTX newer than the driver cannot be JIT-compiled.
     return [
         Finding(
-            "HEALTH-DRIVER-TOO-OLD",
-            "warning",
-            f"{where}: CUDA minor-version compatibility runs torch's prebuilt kernels, but "
+            code="HEALTH-DRIVER-TOO-OLD",
+            severity="warning",
+            message=f"{where}: CUDA minor-version compatibility runs torch's prebuilt kernels, but "
             "anything JIT-compiled from PTX (torch.compile/Triton, extensions, GPUs served "
             "only by PTX) can fail.",
-            f"Upgrade the driver to one supporting CUDA {info.cuda_version}, or use a torch "
+            fix=f"Upgrade the driver to one supporting CUDA {info.cuda_version}, or use a torch "
             f"build for CUDA {snapshot.cuda_driver_version}.",
-            PTX_UNSUPPORTED_TOOLCHAIN,
+            predicts=PTX_UNSUPPORTED_TOOLCHAIN,
         )
     ]
 
@@ -142,29 +143,29 @@ def arch_findings(snapshot: Snapshot, gpus: Sequence[Gpu]) -> list[Finding]:
         if kind == "ptx":
             out.append(
                 Finding(
-                    "HEALTH-ARCH-PTX-JIT",
-                    "warning",
-                    f"torch {info.version or '?'} ships no native kernels for {label} "
+                    code="HEALTH-ARCH-PTX-JIT",
+                    severity="warning",
+                    message=f"torch {info.version or '?'} ships no native kernels for {label} "
                     f"(compute capability {first.compute_capability}, sm_{cc}); its PTX "
                     f"({arch_text}) is JIT-compiled by the driver on first use: minutes of "
                     "start-up, slower kernels.",
-                    f"Install a torch build whose arch list includes sm_{cc} (or "
+                    fix=f"Install a torch build whose arch list includes sm_{cc} (or "
                     f"sm_{cc // 10}x), or keep the JIT cache (CUDA_CACHE_MAXSIZE) warm.",
-                    None,
+                    predicts=None,
                     subject=group_subject(members),
                 )
             )
             continue
         out.append(
             Finding(
-                "HEALTH-ARCH-UNSUPPORTED",
-                "error",
-                f"torch {info.version or '?'} has no kernels for {label}: compute "
+                code="HEALTH-ARCH-UNSUPPORTED",
+                severity="error",
+                message=f"torch {info.version or '?'} has no kernels for {label}: compute "
                 f"capability {first.compute_capability} (sm_{cc}) is not covered by its arch "
                 f"list ({arch_text}).",
-                f"Install a torch build that supports sm_{cc} (see "
+                fix=f"Install a torch build that supports sm_{cc} (see "
                 "https://pytorch.org/get-started/locally/), or use other GPUs.",
-                f"{ARCH_INCOMPATIBLE.format(name=name, cc=cc)} Then {NO_KERNEL}",
+                predicts=f"{ARCH_INCOMPATIBLE.format(name=name, cc=cc)} Then {NO_KERNEL}",
                 subject=group_subject(members),
             )
         )
@@ -175,13 +176,14 @@ def amp_findings(amp: str, gpus: Sequence[Gpu], resolution: Resolution) -> list[
     if not resolution.devices:
         return [
             Finding(
-                "HEALTH-AMP-NO-GPU",
-                "warning",
-                f"--amp {amp}: torch.autocast('cuda') with no visible GPU does nothing; torch "
+                code="HEALTH-AMP-NO-GPU",
+                severity="warning",
+                message=f"--amp {amp}: torch.autocast('cuda') with no visible GPU does nothing; "
+                "torch "
                 "warns and disables autocast.",
-                "Make a GPU visible, or use torch.autocast('cpu', dtype=torch.bfloat16) on "
+                fix="Make a GPU visible, or use torch.autocast('cpu', dtype=torch.bfloat16) on "
                 "purpose.",
-                AUTOCAST_DISABLED,
+                predicts=AUTOCAST_DISABLED,
             )
         ]
     out: list[Finding] = []
@@ -196,23 +198,23 @@ def amp_findings(amp: str, gpus: Sequence[Gpu], resolution: Resolution) -> list[
         if amp == "bf16":
             out.append(
                 Finding(
-                    "HEALTH-AMP-BF16",
-                    "warning",
-                    f"{label} {has} compute capability {cc_text}: no native "
+                    code="HEALTH-AMP-BF16",
+                    severity="warning",
+                    message=f"{label} {has} compute capability {cc_text}: no native "
                     "bfloat16 (needs 8.0+). Recent torch emulates it slowly (cuDNN has no bf16 "
                     "convolutions there); older torch refuses bf16 autocast.",
-                    "Use --amp fp16 (torch.autocast('cuda', dtype=torch.float16) with a "
+                    fix="Use --amp fp16 (torch.autocast('cuda', dtype=torch.float16) with a "
                     f"GradScaler) on {these}, or run on compute capability 8.0+ GPUs.",
-                    BF16_UNSUPPORTED,
+                    predicts=BF16_UNSUPPORTED,
                     subject=group_subject(members),
                 )
             )
         else:
             out.append(
                 Finding(
-                    "HEALTH-AMP-FP16",
-                    "warning",
-                    f"{label} {has} compute capability {cc_text}: no tensor "
+                    code="HEALTH-AMP-FP16",
+                    severity="warning",
+                    message=f"{label} {has} compute capability {cc_text}: no tensor "
                     "cores (need 7.0+), so fp16 autocast brings little or no speed-up"
                     + (
                         " and fp16 arithmetic runs at a small fraction of fp32 speed"
@@ -220,8 +222,8 @@ def amp_findings(amp: str, gpus: Sequence[Gpu], resolution: Resolution) -> list[
                         else ""
                     )
                     + ".",
-                    f"Train in fp32 on {these}, or use compute capability 7.0+ GPUs for AMP.",
-                    None,
+                    fix=f"Train in fp32 on {these}, or use compute capability 7.0+ GPUs for AMP.",
+                    predicts=None,
                     subject=group_subject(members),
                 )
             )

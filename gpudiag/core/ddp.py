@@ -151,11 +151,11 @@ def validate_ddp(
     ):
         out.append(
             Finding(
-                "DDP-NPROC-MISMATCH",
-                "warning",
-                f"--nproc-per-node {nproc_per_node} disagrees with LOCAL_WORLD_SIZE="
+                code="DDP-NPROC-MISMATCH",
+                severity="warning",
+                message=f"--nproc-per-node {nproc_per_node} disagrees with LOCAL_WORLD_SIZE="
                 f"{v['LOCAL_WORLD_SIZE']} set by the running launcher.",
-                "Check the value passed to torchrun --nproc-per-node.",
+                fix="Check the value passed to torchrun --nproc-per-node.",
                 subject="LOCAL_WORLD_SIZE",
             )
         )
@@ -165,13 +165,16 @@ def validate_ddp(
         cpu_only = snapshot.torch is not None and snapshot.torch.cpu_only
         out.append(
             Finding(
-                "DDP-NCCL-NO-GPU",
-                "error",
-                f"Backend nccl needs GPUs, but none is visible ({where}). A script that calls "
+                code="DDP-NCCL-NO-GPU",
+                severity="error",
+                message=f"Backend nccl needs GPUs, but none is visible ({where}). A script that "
+                "calls "
                 "torch.cuda.set_device(local_rank) first fails there; one that initialises "
                 "the process group first gets NCCL's refusal.",
-                "Use backend='gloo' for CPU training, or make GPUs visible to the job.",
-                NCCL_NOT_BUILT if cpu_only else no_gpu_text(snapshot, resolution.cuinit_error),
+                fix="Use backend='gloo' for CPU training, or make GPUs visible to the job.",
+                predicts=NCCL_NOT_BUILT
+                if cpu_only
+                else no_gpu_text(snapshot, resolution.cuinit_error),
                 predicts_also=() if cpu_only else (f"init_process_group first: {NCCL_NO_GPU}",),
             )
         )
@@ -180,15 +183,16 @@ def validate_ddp(
         severity: Severity = "error" if effective_backend == "nccl" else "warning"
         out.append(
             Finding(
-                "DDP-TOO-MANY-RANKS",
-                severity,
-                f"{nproc} ranks per node ({nproc_source}) but only {n} GPU(s) visible {where}: "
+                code="DDP-TOO-MANY-RANKS",
+                severity=severity,
+                message=f"{nproc} ranks per node ({nproc_source}) but only {n} GPU(s) visible "
+                f"{where}: "
                 f"{describe_devices(devices, snapshot)}. Local ranks {n}..{nproc - 1} fail at "
                 "torch.cuda.set_device(local_rank); code that wraps with "
                 "local_rank % device_count() instead puts two ranks on one GPU, which NCCL "
                 "refuses ('Duplicate GPU detected').",
-                f"{ranks_fix(launch, n)}, or make {nproc} GPUs visible.",
-                ordinal_text,
+                fix=f"{ranks_fix(launch, n)}, or make {nproc} GPUs visible.",
+                predicts=ordinal_text,
                 predicts_also=ordinal_also,
             )
         )
@@ -205,13 +209,14 @@ def validate_ddp(
         gpu = gpu_by_nvml_index(snapshot, dev.nvml_index)
         out.append(
             Finding(
-                "DDP-DUPLICATE-GPU",
-                "error",
-                f"Every one of the {nproc} ranks calls torch.cuda.set_device({set_device}), so "
+                code="DDP-DUPLICATE-GPU",
+                severity="error",
+                message=f"Every one of the {nproc} ranks calls "
+                f"torch.cuda.set_device({set_device}), so "
                 f"all of them use {describe_device(dev, snapshot)}; NCCL refuses two ranks on "
                 "one GPU.",
-                "Call torch.cuda.set_device(int(os.environ['LOCAL_RANK'])) in each rank.",
-                duplicate_gpu_text(gpu.pci_bus_id if gpu else None),
+                fix="Call torch.cuda.set_device(int(os.environ['LOCAL_RANK'])) in each rank.",
+                predicts=duplicate_gpu_text(gpu.pci_bus_id if gpu else None),
                 subject=dev.uuid,
             )
         )
@@ -221,17 +226,17 @@ def validate_ddp(
         gpu0 = gpu_by_nvml_index(snapshot, devices[0].nvml_index) if n > 0 else None
         out.append(
             Finding(
-                "DDP-LOCAL-RANK-INVALID",
-                env_severity("LOCAL_RANK", in_launch),
-                f"LOCAL_RANK={negative_local_rank} is negative: "
+                code="DDP-LOCAL-RANK-INVALID",
+                severity=env_severity("LOCAL_RANK", in_launch),
+                message=f"LOCAL_RANK={negative_local_rank} is negative: "
                 f"torch.cuda.set_device({negative_local_rank}) is a no-op for a negative "
                 "device, so this rank stays on "
                 + (describe_device(devices[0], snapshot) if n > 0 else "cuda:0")
                 + " with local rank 0"
                 + ("; NCCL refuses two ranks on one GPU." if dup else "."),
-                "Let torchrun set LOCAL_RANK (0..LOCAL_WORLD_SIZE-1), or derive it from "
+                fix="Let torchrun set LOCAL_RANK (0..LOCAL_WORLD_SIZE-1), or derive it from "
                 "SLURM_LOCALID under srun.",
-                duplicate_gpu_text(gpu0.pci_bus_id if gpu0 else None) if dup else None,
+                predicts=duplicate_gpu_text(gpu0.pci_bus_id if gpu0 else None) if dup else None,
                 subject="LOCAL_RANK",
             )
         )
@@ -251,9 +256,9 @@ def validate_ddp(
         one_each = n == 1 and under_srun
         out.append(
             Finding(
-                "DDP-LOCAL-RANK-INVALID",
-                "error",
-                f"{local_rank_var}={local_rank} but only {n} GPU(s) are visible {where}: "
+                code="DDP-LOCAL-RANK-INVALID",
+                severity="error",
+                message=f"{local_rank_var}={local_rank} but only {n} GPU(s) are visible {where}: "
                 f"{describe_devices(devices, snapshot)}; torch.cuda.set_device({local_rank}) "
                 "fails."
                 + (
@@ -262,9 +267,9 @@ def validate_ddp(
                     if one_each
                     else ""
                 ),
-                "Use torch.cuda.set_device(local_rank % torch.cuda.device_count()) when each "
+                fix="Use torch.cuda.set_device(local_rank % torch.cuda.device_count()) when each "
                 "task sees only its own GPUs, or run one rank per visible GPU.",
-                ordinal_text,
+                predicts=ordinal_text,
                 subject=local_rank_var,
                 predicts_also=ordinal_also,
             )
@@ -276,15 +281,17 @@ def validate_ddp(
     if unset and in_launch:
         out.append(
             Finding(
-                "DDP-LAUNCHER-ENV-MISSING",
-                "error",
-                ("RANK is set" if env.get("RANK") else "Under torchrun (TORCHELASTIC_RUN_ID)")
+                code="DDP-LAUNCHER-ENV-MISSING",
+                severity="error",
+                message=(
+                    "RANK is set" if env.get("RANK") else "Under torchrun (TORCHELASTIC_RUN_ID)"
+                )
                 + f" but {', '.join(unset)} {'is' if len(unset) == 1 else 'are'} "
                 "not: init_process_group(init_method='env://') cannot rendezvous.",
-                "Launch with torchrun (it sets all four), or export "
+                fix="Launch with torchrun (it sets all four), or export "
                 + ", ".join(unset)
                 + " in the job script.",
-                env_missing_text(unset[0]),
+                predicts=env_missing_text(unset[0]),
                 subject=unset[0],
             )
         )
@@ -297,25 +304,25 @@ def validate_ddp(
     elif missing and under_srun and not under_torchrun:
         out.append(
             Finding(
-                "DDP-LAUNCHER-ENV-MISSING",
-                "warning",
-                f"Running under srun without torchrun, and {', '.join(missing)} "
+                code="DDP-LAUNCHER-ENV-MISSING",
+                severity="warning",
+                message=f"Running under srun without torchrun, and {', '.join(missing)} "
                 f"{'is' if len(missing) == 1 else 'are'} not set: env:// rendezvous needs them.",
-                "Run torchrun inside srun, or export RANK=$SLURM_PROCID, "
+                fix="Run torchrun inside srun, or export RANK=$SLURM_PROCID, "
                 "WORLD_SIZE=$SLURM_NTASKS, LOCAL_RANK=$SLURM_LOCALID, MASTER_ADDR=<first node "
                 "of $SLURM_JOB_NODELIST> and MASTER_PORT=<free port>.",
-                env_missing_text(missing[0]),
+                predicts=env_missing_text(missing[0]),
                 subject=missing[0],
             )
         )
     elif missing:
         out.append(
             Finding(
-                "DDP-NOT-LAUNCHED",
-                "info",
-                _not_launched_text(env),
-                f"Launch with {launch.start_command(nproc or max(n, 1))} train.py.",
-                env_missing_text(missing[0]),
+                code="DDP-NOT-LAUNCHED",
+                severity="info",
+                message=_not_launched_text(env),
+                fix=f"Launch with {launch.start_command(nproc or max(n, 1))} train.py.",
+                predicts=env_missing_text(missing[0]),
             )
         )
 
@@ -339,11 +346,11 @@ def validate_ddp(
         )
         out.append(
             Finding(
-                "DDP-PLAN",
-                "info",
-                f"{nproc} rank(s) per node ({nproc_source}), each calling "
+                code="DDP-PLAN",
+                severity="info",
+                message=f"{nproc} rank(s) per node ({nproc_source}), each calling "
                 f"torch.cuda.set_device(local_rank) {where}: {plan}.",
-                None,
+                fix=None,
             )
         )
     return out

@@ -92,12 +92,13 @@ def read_ints(env: Mapping[str, str], in_launch: bool, out: list[Finding]) -> di
                 continue
             out.append(
                 Finding(
-                    "DDP-BAD-ENV",
-                    "warning",
-                    f"{var}={_show(raw)} is not a Slurm task count (Slurm writes N, or N(xM) "
+                    code="DDP-BAD-ENV",
+                    severity="warning",
+                    message=f"{var}={_show(raw)} is not a Slurm task count (Slurm writes N, or "
+                    "N(xM) "
                     "for N tasks on each of M nodes); torch does not read it, so gpudiag "
                     "ignores it.",
-                    f"Unset {var} or let sbatch/srun set it (--ntasks-per-node).",
+                    fix=f"Unset {var} or let sbatch/srun set it (--ntasks-per-node).",
                     subject=var,
                 )
             )
@@ -111,12 +112,13 @@ def read_ints(env: Mapping[str, str], in_launch: bool, out: list[Finding]) -> di
             # Only digits, but more than any rank, size or port can have.
             out.append(
                 Finding(
-                    "DDP-ENV-RANGE",
-                    level,
-                    f"{var} has {len(raw.lstrip('+-'))} digits: far out of range (it must be "
+                    code="DDP-ENV-RANGE",
+                    severity=level,
+                    message=f"{var} has {len(raw.lstrip('+-'))} digits: far out of range (it must "
+                    "be "
                     f"{RANGE_TEXT[var]}).",
-                    f"Unset {var} or set it to {RANGE_TEXT[var]}; let torchrun or srun set it.",
-                    int_error if var in _PREDICTS_INT else None,
+                    fix=f"Unset {var} or set it to {RANGE_TEXT[var]}; let torchrun or srun set it.",
+                    predicts=int_error if var in _PREDICTS_INT else None,
                     subject=var,
                 )
             )
@@ -124,12 +126,13 @@ def read_ints(env: Mapping[str, str], in_launch: bool, out: list[Finding]) -> di
             # Python's int() takes it (' 3', '1_0', '٣'): torch would too.
             out.append(
                 Finding(
-                    "DDP-BAD-ENV",
-                    "warning",
-                    f"{var}={_show(raw)} is not a plain integer (ASCII digits, optional sign): "
+                    code="DDP-BAD-ENV",
+                    severity="warning",
+                    message=f"{var}={_show(raw)} is not a plain integer (ASCII digits, optional "
+                    "sign): "
                     "Python's int() accepts it, so torch may too, but shells and Slurm do not; "
                     "gpudiag ignores it.",
-                    f"Set {var} to plain digits, or let torchrun or srun set it.",
+                    fix=f"Set {var} to plain digits, or let torchrun or srun set it.",
                     subject=var,
                 )
             )
@@ -143,11 +146,11 @@ def read_ints(env: Mapping[str, str], in_launch: bool, out: list[Finding]) -> di
                 reader = "; torch does not read it, so gpudiag ignores it"
             out.append(
                 Finding(
-                    "DDP-BAD-ENV",
-                    level,
-                    f"{var}={_show(raw)} is not an integer{reader}.",
-                    f"Unset {var} or set it to an integer; let torchrun or srun set it.",
-                    int_error if var in _PREDICTS_INT else None,
+                    code="DDP-BAD-ENV",
+                    severity=level,
+                    message=f"{var}={_show(raw)} is not an integer{reader}.",
+                    fix=f"Unset {var} or set it to an integer; let torchrun or srun set it.",
+                    predicts=int_error if var in _PREDICTS_INT else None,
                     subject=var,
                 )
             )
@@ -169,11 +172,11 @@ def _empty_finding(var: str, severity: Severity) -> Finding:
     else:
         effect, predicts = "torch does not read it, so gpudiag ignores it", None
     return Finding(
-        "DDP-ENV-EMPTY",
-        severity,
-        f"{var} is set to an empty string: {effect}.",
-        f"Unset {var} or give it a value; let torchrun or srun set it.",
-        predicts,
+        code="DDP-ENV-EMPTY",
+        severity=severity,
+        message=f"{var} is set to an empty string: {effect}.",
+        fix=f"Unset {var} or give it a value; let torchrun or srun set it.",
+        predicts=predicts,
         subject=var,
     )
 
@@ -193,27 +196,28 @@ def range_findings(v: dict[str, int], in_launch: bool, out: list[Finding]) -> in
             predicts = f"ValueError: port must have value from 0 to 65535 but was {value}."
         out.append(
             Finding(
-                "DDP-ENV-RANGE",
-                env_severity(var, in_launch),
-                f"{var}={value} is out of range: it must be {RANGE_TEXT[var]}"
+                code="DDP-ENV-RANGE",
+                severity=env_severity(var, in_launch),
+                message=f"{var}={value} is out of range: it must be {RANGE_TEXT[var]}"
                 + (
                     "."
                     if var in TORCH_READS
                     else "; torch does not read it, so gpudiag ignores it."
                 ),
-                f"Set {var} to {RANGE_TEXT[var]}, or let torchrun or srun set it.",
-                predicts,
+                fix=f"Set {var} to {RANGE_TEXT[var]}, or let torchrun or srun set it.",
+                predicts=predicts,
                 subject=var,
             )
         )
     if v.get("MASTER_PORT") == 0:
         out.append(
             Finding(
-                "DDP-ENV-RANGE",
-                "warning",
-                "MASTER_PORT=0: torch accepts it, but rank 0's store then listens on a random "
+                code="DDP-ENV-RANGE",
+                severity="warning",
+                message="MASTER_PORT=0: torch accepts it, but rank 0's store then listens on a "
+                "random "
                 "port that the other ranks cannot know, so only a single-rank job works.",
-                "Set MASTER_PORT to a fixed free port (e.g. 29500) on every rank.",
+                fix="Set MASTER_PORT to a fixed free port (e.g. 29500) on every rank.",
                 subject="MASTER_PORT",
             )
         )
@@ -228,9 +232,10 @@ def range_findings(v: dict[str, int], in_launch: bool, out: list[Finding]) -> in
             torch_pair = rank_var in TORCH_READS
             out.append(
                 Finding(
-                    "DDP-ENV-RANGE",
-                    env_severity(rank_var, in_launch),
-                    f"{rank_var}={v[rank_var]} but {size_var}={v[size_var]}: ranks run from 0 "
+                    code="DDP-ENV-RANGE",
+                    severity=env_severity(rank_var, in_launch),
+                    message=f"{rank_var}={v[rank_var]} but {size_var}={v[size_var]}: ranks run "
+                    "from 0 "
                     f"to {size_var}-1"
                     + (
                         ", so this rank does not belong to the group and rendezvous cannot "
@@ -240,7 +245,7 @@ def range_findings(v: dict[str, int], in_launch: bool, out: list[Finding]) -> in
                         if torch_pair
                         else "; torch does not read them."
                     ),
-                    f"Let torchrun or srun set {rank_var} and {size_var} instead of exporting "
+                    fix=f"Let torchrun or srun set {rank_var} and {size_var} instead of exporting "
                     "them by hand.",
                     subject=rank_var,
                 )
@@ -248,11 +253,13 @@ def range_findings(v: dict[str, int], in_launch: bool, out: list[Finding]) -> in
     if "LOCAL_WORLD_SIZE" in v and "WORLD_SIZE" in v and v["LOCAL_WORLD_SIZE"] > v["WORLD_SIZE"]:
         out.append(
             Finding(
-                "DDP-ENV-RANGE",
-                env_severity("LOCAL_WORLD_SIZE", in_launch),
-                f"LOCAL_WORLD_SIZE={v['LOCAL_WORLD_SIZE']} but WORLD_SIZE={v['WORLD_SIZE']}: "
+                code="DDP-ENV-RANGE",
+                severity=env_severity("LOCAL_WORLD_SIZE", in_launch),
+                message=f"LOCAL_WORLD_SIZE={v['LOCAL_WORLD_SIZE']} but "
+                f"WORLD_SIZE={v['WORLD_SIZE']}: "
                 "a node cannot run more ranks than the whole job has.",
-                "Let torchrun set WORLD_SIZE and LOCAL_WORLD_SIZE (--nnodes, --nproc-per-node).",
+                fix="Let torchrun set WORLD_SIZE and LOCAL_WORLD_SIZE (--nnodes, "
+                "--nproc-per-node).",
                 subject="LOCAL_WORLD_SIZE",
             )
         )

@@ -28,12 +28,12 @@ def slurm_rules(
         if lws is not None and lws > 1:
             out.append(
                 Finding(
-                    "DDP-SLURM-NESTED",
-                    "warning",
-                    f"torchrun (LOCAL_WORLD_SIZE={lws}) runs inside {tasks_per_node} Slurm "
+                    code="DDP-SLURM-NESTED",
+                    severity="warning",
+                    message=f"torchrun (LOCAL_WORLD_SIZE={lws}) runs inside {tasks_per_node} Slurm "
                     f"tasks per node (SLURM_NTASKS_PER_NODE): {tasks_per_node * lws} processes "
                     "per node compete for the same GPUs and rendezvous.",
-                    "Either srun --ntasks-per-node=1 torchrun --nproc-per-node=<GPUs>, or "
+                    fix="Either srun --ntasks-per-node=1 torchrun --nproc-per-node=<GPUs>, or "
                     "srun --ntasks-per-node=<GPUs> python train.py without torchrun.",
                     subject="SLURM_NTASKS_PER_NODE",
                 )
@@ -49,17 +49,18 @@ def slurm_rules(
                 hangs = ours == "WORLD_SIZE"
                 out.append(
                     Finding(
-                        "DDP-SLURM-MISMATCH",
-                        severity,
-                        f"{ours}={v[ours]} but {slurm}={v[slurm]}: the job's ranks disagree "
+                        code="DDP-SLURM-MISMATCH",
+                        severity=severity,
+                        message=f"{ours}={v[ours]} but {slurm}={v[slurm]}: the job's ranks "
+                        "disagree "
                         "with the tasks Slurm started"
                         + (
                             "; rendezvous waits for ranks that never come and times out."
                             if hangs
                             else "."
                         ),
-                        f"Derive {ours} from {slurm} (export {ours}=${slurm}) or use torchrun.",
-                        STORE_TIMEOUT if hangs else None,
+                        fix=f"Derive {ours} from {slurm} (export {ours}=${slurm}) or use torchrun.",
+                        predicts=STORE_TIMEOUT if hangs else None,
                         subject=ours,
                     )
                 )
@@ -72,11 +73,11 @@ def slurm_rules(
     ):
         out.append(
             Finding(
-                "DDP-GPU-ALLOCATION",
-                "warning",
-                f"{nproc} ranks per node ({nproc_source}) but Slurm allocated "
+                code="DDP-GPU-ALLOCATION",
+                severity="warning",
+                message=f"{nproc} ranks per node ({nproc_source}) but Slurm allocated "
                 f"{gpus_on_node} GPU(s) on this node (SLURM_GPUS_ON_NODE).",
-                f"Request {nproc} GPUs per node (--gpus-per-node={nproc}) or run "
+                fix=f"Request {nproc} GPUs per node (--gpus-per-node={nproc}) or run "
                 f"{gpus_on_node} rank(s) per node.",
                 subject="SLURM_GPUS_ON_NODE",
             )

@@ -133,11 +133,11 @@ def merge_per_gpu(items: Sequence[PerGpu]) -> list[Finding]:
         message, fix = first.wording(group, *first.params)
         out.append(
             Finding(
-                first.code,
-                first.severity,
-                message,
-                fix,
-                first.predicts,
+                code=first.code,
+                severity=first.severity,
+                message=message,
+                fix=fix,
+                predicts=first.predicts,
                 subject=group.subject,
             )
         )

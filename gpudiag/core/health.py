@@ -64,13 +64,13 @@ def health_findings(
     if off:
         out.append(
             Finding(
-                "HEALTH-PERSISTENCE-OFF",
-                "info",
-                "Persistence mode is off on "
+                code="HEALTH-PERSISTENCE-OFF",
+                severity="info",
+                message="Persistence mode is off on "
                 + ", ".join(f"physical GPU {g.nvml_index}" for g in off)
                 + ": the driver tears the GPU state down when no process uses it, so every "
                 "job start pays a second or more of initialisation.",
-                "sudo nvidia-smi -pm 1 (or run nvidia-persistenced) on the node.",
+                fix="sudo nvidia-smi -pm 1 (or run nvidia-persistenced) on the node.",
             )
         )
     out += driver_findings(snapshot)
@@ -96,14 +96,15 @@ def _lost(snapshot: Snapshot) -> list[Finding]:
         )
         out.append(
             Finding(
-                "HEALTH-GPU-LOST",
-                "error",
-                f"Physical GPU {gpu.nvml_index} is lost (fallen off the bus, usually Xid 79): "
+                code="HEALTH-GPU-LOST",
+                severity="error",
+                message=f"Physical GPU {gpu.nvml_index} is lost (fallen off the bus, usually Xid "
+                "79): "
                 f"CUDA enumerates only {len(alive)} of {len(snapshot.gpus)} GPUs.{shift}",
-                "Drain the node; check dmesg for Xid errors; reset the GPU "
+                fix="Drain the node; check dmesg for Xid errors; reset the GPU "
                 f"(nvidia-smi -r -i {gpu.nvml_index}) or reboot. Until then address GPUs by "
                 "UUID in CUDA_VISIBLE_DEVICES.",
-                None,
+                predicts=None,
                 subject=gpu.uuid or f"nvml:{gpu.nvml_index}",
             )
         )

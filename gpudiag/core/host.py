@@ -83,13 +83,13 @@ def host_findings(snapshot: Snapshot) -> list[Finding]:
     if host.platform == "Darwin":
         return [
             Finding(
-                "HOST-NO-NVIDIA-GPU",
-                "warning",
-                "This is macOS: it has no NVIDIA GPU support and torch has no CUDA there"
+                code="HOST-NO-NVIDIA-GPU",
+                severity="warning",
+                message="This is macOS: it has no NVIDIA GPU support and torch has no CUDA there"
                 f"{_nvml_reason(snapshot)}.",
-                "Run CUDA jobs on a Linux or Windows machine with an NVIDIA GPU; on a Mac use "
+                fix="Run CUDA jobs on a Linux or Windows machine with an NVIDIA GPU; on a Mac use "
                 "torch.device('mps') or the CPU, and backend='gloo' for torch.distributed.",
-                NOT_COMPILED,
+                predicts=NOT_COMPILED,
             )
         ]
     has_devices = bool(host.dev_nvidia) or bool(host.dev_dxg)
@@ -101,17 +101,17 @@ def host_findings(snapshot: Snapshot) -> list[Finding]:
         caps = host.nvidia_env.get("NVIDIA_DRIVER_CAPABILITIES")
         return [
             Finding(
-                "HOST-CONTAINER-NO-GPU",
-                "error",
-                f"This is a container ({', '.join(marks)}) with NVIDIA device files "
+                code="HOST-CONTAINER-NO-GPU",
+                severity="error",
+                message=f"This is a container ({', '.join(marks)}) with NVIDIA device files "
                 f"({', '.join('/dev/' + d for d in host.dev_nvidia or ())}) but without the "
                 "driver the NVIDIA container runtime mounts (no /proc/driver/nvidia, no NVML)"
                 + (f"; NVIDIA_DRIVER_CAPABILITIES={caps}" if caps is not None else "")
                 + f"{_nvml_reason(snapshot)}. The devices were passed by hand, not by the runtime.",
-                "Start the container through the NVIDIA runtime (docker run --gpus all, "
+                fix="Start the container through the NVIDIA runtime (docker run --gpus all, "
                 "--runtime=nvidia) instead of --device /dev/nvidia0, and keep "
                 "NVIDIA_DRIVER_CAPABILITIES at compute,utility or all.",
-                _predicts(snapshot),
+                predicts=_predicts(snapshot),
             )
         ]
     if marks or has_devices or host.proc_driver_nvidia:
@@ -119,25 +119,27 @@ def host_findings(snapshot: Snapshot) -> list[Finding]:
     if pci == 0:
         return [
             Finding(
-                "HOST-NO-NVIDIA-GPU",
-                "warning",
-                "This machine has no NVIDIA GPU: none on its PCI bus, no /dev/nvidia* device "
+                code="HOST-NO-NVIDIA-GPU",
+                severity="warning",
+                message="This machine has no NVIDIA GPU: none on its PCI bus, no /dev/nvidia* "
+                "device "
                 f"files{_nvml_reason(snapshot)}. Installing a driver will not help.",
-                "Run the job on a GPU node (check the job's --gres/--gpus request), or run on "
+                fix="Run the job on a GPU node (check the job's --gres/--gpus request), or run on "
                 "the CPU on purpose: device='cpu', backend='gloo'.",
-                _predicts(snapshot),
+                predicts=_predicts(snapshot),
             )
         ]
     if pci is not None and pci > 0:
         return [
             Finding(
-                "HOST-DRIVER-MISSING",
-                "error",
-                f"{pci} NVIDIA GPU(s) are on the PCI bus, but no NVIDIA driver is loaded: no "
+                code="HOST-DRIVER-MISSING",
+                severity="error",
+                message=f"{pci} NVIDIA GPU(s) are on the PCI bus, but no NVIDIA driver is loaded: "
+                "no "
                 f"/proc/driver/nvidia, no /dev/nvidia* device files{_nvml_reason(snapshot)}.",
-                "Install the NVIDIA driver (or load it: sudo modprobe nvidia), then check "
+                fix="Install the NVIDIA driver (or load it: sudo modprobe nvidia), then check "
                 "nvidia-smi; after a driver upgrade, reboot.",
-                _predicts(snapshot),
+                predicts=_predicts(snapshot),
             )
         ]
     return []
@@ -148,13 +150,14 @@ def _container_no_devices(snapshot: Snapshot, host: HostInfo, marks: tuple[str, 
     pci = host.nvidia_pci_gpus
     if pci == 0 and not env:
         return Finding(
-            "HOST-NO-NVIDIA-GPU",
-            "warning",
-            f"This container ({', '.join(marks)}) runs on a machine with no NVIDIA GPU: none on "
+            code="HOST-NO-NVIDIA-GPU",
+            severity="warning",
+            message=f"This container ({', '.join(marks)}) runs on a machine with no NVIDIA GPU: "
+            "none on "
             f"the PCI bus, no /dev/nvidia* device files{_nvml_reason(snapshot)}.",
-            "Run the job on a GPU node, or run on the CPU on purpose: device='cpu', "
+            fix="Run the job on a GPU node, or run on the CPU on purpose: device='cpu', "
             "backend='gloo'.",
-            _predicts(snapshot),
+            predicts=_predicts(snapshot),
         )
     evidence = []
     if pci:
@@ -166,25 +169,27 @@ def _container_no_devices(snapshot: Snapshot, host: HostInfo, marks: tuple[str, 
     if nvd is not None and nvd.strip().lower() in ("", "none", "void"):
         # NVIDIA Container Toolkit: "none"/"void"/empty expose no GPU even with the runtime.
         return Finding(
-            "HOST-CONTAINER-NO-GPU",
-            "error" if pci else "warning",
-            f"This is a container ({', '.join(marks)}) whose NVIDIA_VISIBLE_DEVICES={nvd!r} "
+            code="HOST-CONTAINER-NO-GPU",
+            severity="error" if pci else "warning",
+            message=f"This is a container ({', '.join(marks)}) whose "
+            f"NVIDIA_VISIBLE_DEVICES={nvd!r} "
             "exposes no GPU: the NVIDIA runtime injects no /dev/nvidia* device files"
             + (f", although the host has {pci} NVIDIA GPU(s)" if pci else "")
             + f"{_nvml_reason(snapshot)}.",
-            "Start it with NVIDIA_VISIBLE_DEVICES=all (or GPU indices/UUIDs), e.g. docker run "
+            fix="Start it with NVIDIA_VISIBLE_DEVICES=all (or GPU indices/UUIDs), e.g. docker run "
             "--gpus all; in Kubernetes request nvidia.com/gpu in resources.limits.",
-            _predicts(snapshot),
+            predicts=_predicts(snapshot),
         )
     return Finding(
-        "HOST-CONTAINER-NO-GPU",
-        "error" if wants_gpu else "warning",
-        f"This is a container ({', '.join(marks)}) started without GPU access: no /dev/nvidia* "
+        code="HOST-CONTAINER-NO-GPU",
+        severity="error" if wants_gpu else "warning",
+        message=f"This is a container ({', '.join(marks)}) started without GPU access: no "
+        "/dev/nvidia* "
         "device files and no NVIDIA driver inside"
         + (f", although {' and '.join(evidence)}" if evidence else "")
         + f"{_nvml_reason(snapshot)}.",
-        _CONTAINER_FIX,
-        _predicts(snapshot),
+        fix=_CONTAINER_FIX,
+        predicts=_predicts(snapshot),
     )
 
 
@@ -200,17 +205,17 @@ def kineto_findings(env: Mapping[str, str], snapshot: Snapshot) -> list[Finding]
     value = env["KINETO_USE_DAEMON"]
     return [
         Finding(
-            "ENV-KINETO-DAEMON",
-            "warning",
-            f"KINETO_USE_DAEMON={value!r} is set (any value counts, even 0 or empty): "
+            code="ENV-KINETO-DAEMON",
+            severity="warning",
+            message=f"KINETO_USE_DAEMON={value!r} is set (any value counts, even 0 or empty): "
             "import torch then starts Kineto's profiler daemon client, which initialises "
             "CUDA at import. CUDA_VISIBLE_DEVICES or CUDA_DEVICE_ORDER set in the script "
             "after import torch (os.environ[...] = ...) is ignored, and processes forked "
             "afterwards cannot use CUDA.",
-            "Unset KINETO_USE_DAEMON unless dynolog on-demand profiling is wanted; set "
+            fix="Unset KINETO_USE_DAEMON unless dynolog on-demand profiling is wanted; set "
             "CUDA_VISIBLE_DEVICES before Python starts (in the shell, job script or launcher), "
             "not in the script.",
-            "no error at first: every process still sees the GPUs of the original "
+            predicts="no error at first: every process still sees the GPUs of the original "
             "CUDA_VISIBLE_DEVICES, so per-process os.environ['CUDA_VISIBLE_DEVICES'] = str(rank) "
             "puts all ranks on one GPU: NCCL WARN "
             + NCCL_DUPLICATE_GPU.format(a=0, b=1, dev="..."),

@@ -225,9 +225,9 @@ def _torch_findings(snapshot: Snapshot, resolution: Resolution) -> list[Finding]
         severity, reason, predicts, fix = _why_torch_sees_none(snapshot, info)
         out.append(
             Finding(
-                "INV-TORCH-SEES-NONE",
-                severity,  # type: ignore[arg-type]
-                f"NVML sees {len(healthy)} GPU(s) but torch sees 0: {reason}.",
+                code="INV-TORCH-SEES-NONE",
+                severity=severity,  # type: ignore[arg-type]
+                message=f"NVML sees {len(healthy)} GPU(s) but torch sees 0: {reason}.",
                 fix=fix,
                 predicts=predicts,
                 subject="torch",
@@ -240,9 +240,9 @@ def _torch_findings(snapshot: Snapshot, resolution: Resolution) -> list[Finding]
     if info.device_count != expected and resolution.certain:
         out.append(
             Finding(
-                "INV-TORCH-COUNT-MISMATCH",
-                "warning",
-                f"torch sees {info.device_count} device(s), but under "
+                code="INV-TORCH-COUNT-MISMATCH",
+                severity="warning",
+                message=f"torch sees {info.device_count} device(s), but under "
                 f"CUDA_VISIBLE_DEVICES={_show(snapshot.cuda_visible_devices)} the CUDA rules "
                 f"expose {expected}.",
                 fix="Compare `gpudiag list` with `nvidia-smi -L`; a GPU may be in use "
@@ -261,9 +261,10 @@ def _torch_findings(snapshot: Snapshot, resolution: Resolution) -> list[Finding]
         if key not in known:
             out.append(
                 Finding(
-                    "INV-TORCH-UUID-UNKNOWN",
-                    "warning",
-                    f"torch's cuda:{dev.cuda_ordinal} ({dev.name}, {dev.uuid}) is not a GPU "
+                    code="INV-TORCH-UUID-UNKNOWN",
+                    severity="warning",
+                    message=f"torch's cuda:{dev.cuda_ordinal} ({dev.name}, {dev.uuid}) is not a "
+                    "GPU "
                     "NVML lists.",
                     fix="The container may see a different device set than NVML; "
                     "check the runtime's NVIDIA_VISIBLE_DEVICES.",
@@ -278,9 +279,9 @@ def _torch_findings(snapshot: Snapshot, resolution: Resolution) -> list[Finding]
         if key not in want_keys:
             out.append(
                 Finding(
-                    "INV-TORCH-ORDER-MISMATCH",
-                    "warning",
-                    f"torch's cuda:{dev.cuda_ordinal} is {dev.uuid}, but the CUDA rules "
+                    code="INV-TORCH-ORDER-MISMATCH",
+                    severity="warning",
+                    message=f"torch's cuda:{dev.cuda_ordinal} is {dev.uuid}, but the CUDA rules "
                     f"predict nvidia-smi index {want.nvml_index} ({want.mig_uuid or want.uuid}).",
                     fix="Set CUDA_DEVICE_ORDER=PCI_BUS_ID so CUDA and nvidia-smi number "
                     "GPUs the same way; capture the driver's order with `gpudiag snapshot`.",
@@ -303,9 +304,9 @@ def _gputil_findings(snapshot: Snapshot) -> list[Finding]:
         detail += f"; not in GPUtil's list: nvidia-smi index {', '.join(map(str, missing))}"
     return [
         Finding(
-            "INV-GPUTIL-MISMATCH",
-            "warning",
-            detail + ".",
+            code="INV-GPUTIL-MISMATCH",
+            severity="warning",
+            message=detail + ".",
             fix="Run `nvidia-smi`: a lost or unhealthy GPU usually makes it fail or skip one.",
             subject="gputil",
         )

@@ -71,7 +71,14 @@ def launcher_finding(launch: Launch) -> Finding | None:
             + (f"; inside {', '.join(outer)}" if outer else "")
             + f"; torch's env:// rendezvous: {rendezvous}."
         )
-    return Finding("DDP-LAUNCHER", "info", message, None, None, launch.launcher)
+    return Finding(
+        code="DDP-LAUNCHER",
+        severity="info",
+        message=message,
+        fix=None,
+        predicts=None,
+        subject=launch.launcher,
+    )
 
 
 def problem_findings(launch: Launch, skip: Collection[str]) -> list[Finding]:
@@ -83,11 +90,11 @@ def problem_findings(launch: Launch, skip: Collection[str]) -> list[Finding]:
         shown = repr(p.raw) if len(p.raw) <= 40 else f"{p.raw[:20]!r}... ({len(p.raw)} characters)"
         out.append(
             Finding(
-                "DDP-BAD-ENV",
-                "warning",
-                f"{p.var}={shown} is {p.reason}: gpudiag ignores it, and a script that "
+                code="DDP-BAD-ENV",
+                severity="warning",
+                message=f"{p.var}={shown} is {p.reason}: gpudiag ignores it, and a script that "
                 "int()s it fails or picks the wrong rank.",
-                f"Unset {p.var} and let the launcher set it.",
+                fix=f"Unset {p.var} and let the launcher set it.",
                 subject=p.var,
             )
         )
@@ -161,12 +168,12 @@ def _mismatch(a: LauncherView, b: LauncherView, field_name: str, va: int, vb: in
     else:
         fix = f"Unset the variables {other.spec.title} did not set, or start one launcher only."
     return Finding(
-        "DDP-LAUNCHER-MISMATCH",
-        severity,
-        f"{var_a}={va} from {a.spec.title} but {var_b}={vb} from {b.spec.title}: {effect}.",
-        fix,
-        _TIMEOUT if field_name == "world_size" and torch_reads else None,
-        var_a,
+        code="DDP-LAUNCHER-MISMATCH",
+        severity=severity,
+        message=f"{var_a}={va} from {a.spec.title} but {var_b}={vb} from {b.spec.title}: {effect}.",
+        fix=fix,
+        predicts=_TIMEOUT if field_name == "world_size" and torch_reads else None,
+        subject=var_a,
     )
 
 
@@ -190,38 +197,40 @@ def rendezvous_findings(launch: Launch, env: Mapping[str, str]) -> list[Finding]
     if launch.chosen:
         return [
             Finding(
-                "DDP-LAUNCHER-ENV-MISSING",
-                "warning",
-                f"{title} does not set torch's {', '.join(missing)}: "
+                code="DDP-LAUNCHER-ENV-MISSING",
+                severity="warning",
+                message=f"{title} does not set torch's {', '.join(missing)}: "
                 "init_process_group(init_method='env://') needs them in every rank.",
-                (f"Export them: {view.spec.export}; " if addr_missing else "") + f"{mapping}.",
-                env_missing_text(missing[0]),
-                missing[0],
+                fix=(f"Export them: {view.spec.export}; " if addr_missing else "") + f"{mapping}.",
+                predicts=env_missing_text(missing[0]),
+                subject=missing[0],
             )
         ]
     where = f"Running under {title} as rank {view.rank} of {view.world_size}"
     if addr_missing:
         return [
             Finding(
-                "DDP-LAUNCHER-ENV-MISSING",
-                "error",
-                f"{where}, but {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not "
+                code="DDP-LAUNCHER-ENV-MISSING",
+                severity="error",
+                message=f"{where}, but {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} "
+                "not "
                 f"set: {title} does not set them, so init_process_group(init_method='env://') "
                 "cannot rendezvous.",
-                f"Export them to every rank: {view.spec.export}; {mapping}.",
-                env_missing_text(missing[0]),
-                missing[0],
+                fix=f"Export them to every rank: {view.spec.export}; {mapping}.",
+                predicts=env_missing_text(missing[0]),
+                subject=missing[0],
             )
         ]
     return [
         Finding(
-            "DDP-LAUNCHER-ENV-MISSING",
-            "warning",
-            f"{where}: {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not set, "
+            code="DDP-LAUNCHER-ENV-MISSING",
+            severity="warning",
+            message=f"{where}: {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not "
+            "set, "
             f"and env:// reads them; {title} gives {rank_var} and {size_var} instead.",
-            f"{mapping[0].upper()}{mapping[1:]}.",
-            env_missing_text(missing[0]),
-            missing[0],
+            fix=f"{mapping[0].upper()}{mapping[1:]}.",
+            predicts=env_missing_text(missing[0]),
+            subject=missing[0],
         )
     ]
 
@@ -238,29 +247,29 @@ def deepspeed_findings(ds: DeepSpeedDevices, user_visible: str | None) -> list[F
     if ds.error is not None:
         return [
             Finding(
-                "DDP-DEEPSPEED-REFUSED",
-                "error",
-                f"DeepSpeed's runner refuses to start ({ds.how}).",
-                "Give --include or --exclude (slots are the machine's GPU indices, "
+                code="DDP-DEEPSPEED-REFUSED",
+                severity="error",
+                message=f"DeepSpeed's runner refuses to start ({ds.how}).",
+                fix="Give --include or --exclude (slots are the machine's GPU indices, "
                 "localhost:0,1), or --num_gpus, not several; or only export "
                 "CUDA_VISIBLE_DEVICES with integer indices.",
-                ds.error,
-                "CUDA_VISIBLE_DEVICES",
+                predicts=ds.error,
+                subject="CUDA_VISIBLE_DEVICES",
             )
         ]
     assert ds.spec is not None
     if ds.ignored is not None and ds.ignored != ds.spec:
         return [
             Finding(
-                "DDP-DEEPSPEED-DEVICES",
-                "warning",
-                f"DeepSpeed ignores CUDA_VISIBLE_DEVICES={ds.ignored} because {ds.how} is "
+                code="DDP-DEEPSPEED-DEVICES",
+                severity="warning",
+                message=f"DeepSpeed ignores CUDA_VISIBLE_DEVICES={ds.ignored} because {ds.how} is "
                 f"given, and sets CUDA_VISIBLE_DEVICES={ds.spec} in every worker: slots count "
                 "the machine's GPUs, not the ones you made visible.",
-                f"Drop the export and pass --include localhost:{ds.ignored}, or drop "
+                fix=f"Drop the export and pass --include localhost:{ds.ignored}, or drop "
                 "--include/--exclude/--num_gpus and keep the export.",
-                None,
-                "CUDA_VISIBLE_DEVICES",
+                predicts=None,
+                subject="CUDA_VISIBLE_DEVICES",
             )
         ]
     before = f" (it was {user_visible})" if user_visible and user_visible != ds.spec else ""
@@ -268,12 +277,12 @@ def deepspeed_findings(ds: DeepSpeedDevices, user_visible: str | None) -> list[F
         before = f" (it ignores CUDA_VISIBLE_DEVICES={ds.ignored}, which happens to match)"
     return [
         Finding(
-            "DDP-DEEPSPEED-DEVICES",
-            "info",
-            f"DeepSpeed's runner sets CUDA_VISIBLE_DEVICES={ds.spec} in every worker from "
+            code="DDP-DEEPSPEED-DEVICES",
+            severity="info",
+            message=f"DeepSpeed's runner sets CUDA_VISIBLE_DEVICES={ds.spec} in every worker from "
             f"{ds.how}{before}; each worker then uses cuda:LOCAL_RANK within those.",
-            None,
-            None,
-            "CUDA_VISIBLE_DEVICES",
+            fix=None,
+            predicts=None,
+            subject="CUDA_VISIBLE_DEVICES",
         )
     ]

@@ -90,14 +90,14 @@ def port_findings(probe: PortProbe, target: PortTarget) -> list[Finding]:
         severity = "warning"
     return [
         Finding(
-            "DDP-PORT-IN-USE",
-            severity,
-            f"{source} is already in use on this host ({target.address} is local) {who}: "
+            code="DDP-PORT-IN-USE",
+            severity=severity,
+            message=f"{source} is already in use on this host ({target.address} is local) {who}: "
             "rank 0 cannot listen there, and the other ranks may connect to the wrong "
             "process.",
-            "Pick a free port: export MASTER_PORT=<free port> or torchrun --master-port "
+            fix="Pick a free port: export MASTER_PORT=<free port> or torchrun --master-port "
             "<free port> (on one node, torchrun --standalone picks one itself)" + stop + ".",
-            addr_in_use_text(target.port),
+            predicts=addr_in_use_text(target.port),
             subject="MASTER_PORT",
         )
     ]

@@ -67,18 +67,18 @@ def precision_findings(
         ccs = ", ".join(sorted({g.compute_capability or "?" for g in old}))
         out.append(
             Finding(
-                "HEALTH-TF32-UNSUPPORTED",
-                "warning",
-                f"TF32 is switched on, but {group_label(old)} {'have' if many else 'has'} "
+                code="HEALTH-TF32-UNSUPPORTED",
+                severity="warning",
+                message=f"TF32 is switched on, but {group_label(old)} {'have' if many else 'has'} "
                 f"compute capability {ccs}: TF32 needs 8.0+ (Ampere), so matmuls and "
                 "convolutions there run in plain fp32, with no speed-up and no warning.",
-                "For speed on "
+                fix="For speed on "
                 + ("these GPUs" if many else "this GPU")
                 + " use fp16 autocast (--amp fp16: torch.autocast('cuda', dtype=torch.float16) "
                 "with a GradScaler) where they have tensor cores (7.0+), or run on compute "
                 "capability 8.0+ GPUs; allow_tf32 / set_float32_matmul_precision('high') can "
                 "stay, it does nothing here.",
-                "no error and no speed-up: matmuls stay in fp32 (TF32 needs compute "
+                predicts="no error and no speed-up: matmuls stay in fp32 (TF32 needs compute "
                 "capability 8.0+)",
                 subject=group_subject(old),
             )
@@ -98,27 +98,27 @@ def precision_findings(
         if capable:
             out.append(
                 Finding(
-                    "HEALTH-AMP-FP16-OVERFLOW",
-                    "warning",
-                    f"{message} {group_label(capable)} "
+                    code="HEALTH-AMP-FP16-OVERFLOW",
+                    severity="warning",
+                    message=f"{message} {group_label(capable)} "
                     f"{'support' if len(capable) > 1 else 'supports'} bf16 natively.",
-                    "Use --amp bf16: torch.autocast('cuda', dtype=torch.bfloat16), no "
+                    fix="Use --amp bf16: torch.autocast('cuda', dtype=torch.bfloat16), no "
                     "GradScaler needed (Hugging Face: bf16=True instead of fp16=True).",
-                    predicts,
+                    predicts=predicts,
                     subject=group_subject(capable),
                 )
             )
         if others:
             out.append(
                 Finding(
-                    "HEALTH-AMP-FP16-OVERFLOW",
-                    "warning",
-                    f"{message} {group_label(others)} "
+                    code="HEALTH-AMP-FP16-OVERFLOW",
+                    severity="warning",
+                    message=f"{message} {group_label(others)} "
                     f"{'have' if len(others) > 1 else 'has'} no native bf16 (below 8.0).",
-                    "Train this model in fp32 on "
+                    fix="Train this model in fp32 on "
                     + ("these GPUs" if len(others) > 1 else "this GPU")
                     + ", or move it to compute capability 8.0+ GPUs and use --amp bf16.",
-                    predicts,
+                    predicts=predicts,
                     subject=group_subject(others),
                 )
             )

@@ -159,13 +159,13 @@ def launched_findings(
         )
     return [
         Finding(
-            "DDP-LAUNCHED-ENV-MISSING",
-            "error",
-            f"--launched says this is a launched rank, but {', '.join(missing)} "
+            code="DDP-LAUNCHED-ENV-MISSING",
+            severity="error",
+            message=f"--launched says this is a launched rank, but {', '.join(missing)} "
             f"{'is' if len(missing) == 1 else 'are'} not set ({context}). It fails first on "
             f"{first}: {reader}.{hint}",
-            fix,
-            predicts,
+            fix=fix,
+            predicts=predicts,
             subject=first,
         )
     ]
@@ -201,14 +201,15 @@ def nccl_findings(snapshot: Snapshot, resolution: Resolution, backend: str | Non
         why = f"{version} was built without NCCL (torch.distributed.is_nccl_available() is False)"
     return [
         Finding(
-            "DDP-NCCL-NOT-BUILT",
-            "error",
-            f"The DDP backend is nccl{'' if backend else ' (torch default with GPUs)'}, but "
+            code="DDP-NCCL-NOT-BUILT",
+            severity="error",
+            message=f"The DDP backend is nccl{'' if backend else ' (torch default with GPUs)'}, "
+            "but "
             f"{why}, so init_process_group('nccl') fails before any rank connects.",
-            "Use backend='gloo' (gpudiag check --backend gloo), e.g. "
+            fix="Use backend='gloo' (gpudiag check --backend gloo), e.g. "
             "init_process_group('gloo' if sys.platform == 'win32' else 'nccl'); or run on "
             "Linux with a CUDA build of torch (its wheels bundle NCCL).",
-            NCCL_NOT_BUILT,
+            predicts=NCCL_NOT_BUILT,
             subject="backend",
         )
     ]

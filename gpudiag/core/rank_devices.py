@@ -77,13 +77,14 @@ def _duplicates(
         gpu = gpu_by_nvml_index(snapshot, dev.nvml_index)
         out.append(
             Finding(
-                "DDP-DUPLICATE-GPU",
-                "error",
-                f"Local ranks {', '.join(map(str, ranks))} all use {describe_device(dev, snapshot)}"
+                code="DDP-DUPLICATE-GPU",
+                severity="error",
+                message=f"Local ranks {', '.join(map(str, ranks))} all use "
+                f"{describe_device(dev, snapshot)}"
                 f" ({what}); NCCL refuses two ranks on one GPU.",
-                "Give each local rank its own GPU: torch.cuda.set_device(local_rank), or list "
+                fix="Give each local rank its own GPU: torch.cuda.set_device(local_rank), or list "
                 f"{len(chosen)} distinct cuda ordinals.",
-                duplicate_gpu_text(gpu.pci_bus_id if gpu else None, ranks[1], ranks[0]),
+                predicts=duplicate_gpu_text(gpu.pci_bus_id if gpu else None, ranks[1], ranks[0]),
                 subject=dev.uuid,
             )
         )
@@ -100,14 +101,14 @@ def _invalid(
     ranks = ", ".join(f"local rank {r} -> cuda:{k}" for r, k in bad)
     return [
         Finding(
-            "DDP-SET-DEVICE-INVALID",
-            "error",
-            f"{option}: {ranks}, but only {n} GPU(s) are visible {cvd_phrase(resolution)}: "
+            code="DDP-SET-DEVICE-INVALID",
+            severity="error",
+            message=f"{option}: {ranks}, but only {n} GPU(s) are visible {cvd_phrase(resolution)}: "
             f"{describe_devices(resolution.devices, snapshot)}; torch.cuda.set_device fails "
             "in those ranks.",
-            f"Use cuda ordinals 0..{n - 1} (they count the visible GPUs, not nvidia-smi's), "
+            fix=f"Use cuda ordinals 0..{n - 1} (they count the visible GPUs, not nvidia-smi's), "
             "or make more GPUs visible.",
-            INVALID_ORDINAL,
+            predicts=INVALID_ORDINAL,
             subject=f"cuda:{bad[0][1]}",
         )
     ]
@@ -148,11 +149,11 @@ def device_subset_findings(
     )
     out.append(
         Finding(
-            "DDP-PLAN",
-            "info",
-            f"{len(subset)} rank(s) on the chosen devices (--ddp-devices) "
+            code="DDP-PLAN",
+            severity="info",
+            message=f"{len(subset)} rank(s) on the chosen devices (--ddp-devices) "
             f"{cvd_phrase(resolution)}: {plan}.",
-            None,
+            fix=None,
         )
     )
     if 0 in subset or any(d.mig_uuid is not None for d in chosen):
@@ -165,18 +166,18 @@ def device_subset_findings(
     k = len(subset)
     out.append(
         Finding(
-            "DDP-CUDA0-CONTEXT",
-            "warning",
-            f"The ranks use {', '.join(f'cuda:{i}' for i in subset)}, but every rank still "
+            code="DDP-CUDA0-CONTEXT",
+            severity="warning",
+            message=f"The ranks use {', '.join(f'cuda:{i}' for i in subset)}, but every rank still "
             f"sees {describe_device(devices[0], snapshot)}: whatever touches CUDA before "
             "torch.cuda.set_device (torch.load without map_location, "
             "torch.cuda.current_device(), device='cuda', dist.barrier() without device_ids) "
             "creates a CUDA context (some hundred MiB) on it in every rank.",
-            f"Hide the other GPUs instead of picking a subset: CUDA_VISIBLE_DEVICES={cvd} "
+            fix=f"Hide the other GPUs instead of picking a subset: CUDA_VISIBLE_DEVICES={cvd} "
             f"with Lightning devices={k} (or accelerate --gpu_ids all --num_processes {k}); "
             f"the chosen GPUs then are cuda:0..cuda:{k - 1} and nothing lands on physical GPU "
             f"{devices[0].nvml_index}.",
-            f"no error: nvidia-smi lists every rank's process on physical GPU "
+            predicts=f"no error: nvidia-smi lists every rank's process on physical GPU "
             f"{devices[0].nvml_index} too (a few hundred MiB each); when that GPU is busy: "
             + OUT_OF_MEMORY,
             subject=devices[0].uuid,

@@ -25,9 +25,10 @@ def source_findings(snapshot: Snapshot) -> list[Finding]:
     if status == "unavailable":
         out.append(
             Finding(
-                "SRC-NVML-UNAVAILABLE",
-                "warning",
-                f"NVML is unavailable: {reason}. Without it gpudiag cannot see physical GPUs.",
+                code="SRC-NVML-UNAVAILABLE",
+                severity="warning",
+                message=f"NVML is unavailable: {reason}. Without it gpudiag cannot see physical "
+                "GPUs.",
                 fix="Install the NVIDIA driver (it provides libnvidia-ml.so.1), or run "
                 "gpudiag on a snapshot taken on the GPU node: `gpudiag snapshot -o F` "
                 "there, then `gpudiag list --snapshot F`.",
@@ -42,7 +43,13 @@ def source_findings(snapshot: Snapshot) -> list[Finding]:
                 "driver matches the installed NVML library."
             )
         out.append(
-            Finding("SRC-NVML-ERROR", "error", f"NVML failed: {reason}.", fix=fix, subject="nvml")
+            Finding(
+                code="SRC-NVML-ERROR",
+                severity="error",
+                message=f"NVML failed: {reason}.",
+                fix=fix,
+                subject="nvml",
+            )
         )
     for gpu in snapshot.gpus:
         if gpu.lost:
@@ -51,9 +58,9 @@ def source_findings(snapshot: Snapshot) -> list[Finding]:
                 what += f" ({gpu.uuid})"
             out.append(
                 Finding(
-                    "SRC-NVML-GPU-LOST",
-                    "error",
-                    f"{what} was lost while NVML queried it (NVMLError_GpuIsLost, usually "
+                    code="SRC-NVML-GPU-LOST",
+                    severity="error",
+                    message=f"{what} was lost while NVML queried it (NVMLError_GpuIsLost, usually "
                     "Xid 79: fallen off the bus); CUDA will not enumerate it.",
                     fix="Check `dmesg` for Xid errors; drain the node and reset the GPU "
                     "(`nvidia-smi -r -i N`) or reboot.",
@@ -63,9 +70,9 @@ def source_findings(snapshot: Snapshot) -> list[Finding]:
     if status == "ok" and not snapshot.gpus:
         out.append(
             Finding(
-                "INV-NO-GPUS",
-                "warning",
-                "NVML works but reports no GPU on this machine.",
+                code="INV-NO-GPUS",
+                severity="warning",
+                message="NVML works but reports no GPU on this machine.",
                 fix="Check the node's GPU allocation and `nvidia-smi -L`.",
             )
         )
@@ -73,9 +80,9 @@ def source_findings(snapshot: Snapshot) -> list[Finding]:
     if t_status == "unavailable" and snapshot.torch is None and "not installed" in t_reason:
         out.append(
             Finding(
-                "SRC-TORCH-UNAVAILABLE",
-                "warning",
-                f"torch cannot be asked: {t_reason}.",
+                code="SRC-TORCH-UNAVAILABLE",
+                severity="warning",
+                message=f"torch cannot be asked: {t_reason}.",
                 fix="Install PyTorch in this environment, or run gpudiag with the job's Python.",
                 subject="torch",
             )
@@ -83,9 +90,9 @@ def source_findings(snapshot: Snapshot) -> list[Finding]:
     elif t_status == "error":
         out.append(
             Finding(
-                "SRC-TORCH-ERROR",
-                "error",
-                f"torch failed: {t_reason}.",
+                code="SRC-TORCH-ERROR",
+                severity="error",
+                message=f"torch failed: {t_reason}.",
                 fix="Run `python -c 'import torch; torch.cuda.init()'` to see the full error.",
                 subject="torch",
             )
@@ -94,9 +101,9 @@ def source_findings(snapshot: Snapshot) -> list[Finding]:
     if g_status == "unavailable" and g_reason != "not asked":
         out.append(
             Finding(
-                "SRC-GPUTIL-UNAVAILABLE",
-                "info",
-                f"GPUtil cannot be used: {g_reason}.",
+                code="SRC-GPUTIL-UNAVAILABLE",
+                severity="info",
+                message=f"GPUtil cannot be used: {g_reason}.",
                 fix=None,
                 subject="gputil",
             )
@@ -104,9 +111,9 @@ def source_findings(snapshot: Snapshot) -> list[Finding]:
     elif g_status == "error":
         out.append(
             Finding(
-                "SRC-GPUTIL-ERROR",
-                "warning",
-                f"GPUtil failed: {g_reason}.",
+                code="SRC-GPUTIL-ERROR",
+                severity="warning",
+                message=f"GPUtil failed: {g_reason}.",
                 fix="Run `nvidia-smi` by hand; it likely prints an error.",
                 subject="gputil",
             )

@@ -47,4 +47,15 @@ def hit(
     predicts: str | None,
     subject: str | None = None,
 ) -> Hit:
-    return Hit(line, col, Finding(code, severity, message, fix, predicts, subject))
+    return Hit(
+        line,
+        col,
+        Finding(
+            code=code,
+            severity=severity,
+            message=message,
+            fix=fix,
+            predicts=predicts,
+            subject=subject,
+        ),
+    )

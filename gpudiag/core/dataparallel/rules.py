@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gpudiag.core.dataparallel.codes import _find
 from gpudiag.core.dataparallel.inputs import _cvd_for, _suggest_ids, parse_module_device
 from gpudiag.core.dataparallel.predict import (
     chunks_used,
@@ -97,42 +96,43 @@ def validate_dataparallel(
     ids = list(device_ids) if device_ids is not None else list(range(n_torch))
     if not ids and device_ids is None:
         out.append(
-            _find(
-                "DP-EMPTY-DEVICE-IDS",
-                "error",
-                f"torch.cuda.device_count() is 0 {where} (torch reads CUDA_VISIBLE_DEVICES "
+            Finding(
+                code="DP-EMPTY-DEVICE-IDS",
+                severity="error",
+                message=f"torch.cuda.device_count() is 0 {where} (torch reads CUDA_VISIBLE_DEVICES "
                 f"with its own parser), although CUDA exposes {n} device(s): "
                 f"{describe_devices(devices, snapshot)}. DataParallel's default device_ids "
                 "is then [] and DataParallel.__init__ raises IndexError reading device_ids[0].",
-                "Write CUDA_VISIBLE_DEVICES as nvidia-smi -L prints UUIDs (lower-case hex "
+                fix="Write CUDA_VISIBLE_DEVICES as nvidia-smi -L prints UUIDs (lower-case hex "
                 "with its dashes, nothing after) or as indices, so torch counts the GPUs too.",
-                EMPTY_IDS,
+                predicts=EMPTY_IDS,
             )
         )
         return out
     if not ids:
         out.append(
-            _find(
-                "DP-EMPTY-DEVICE-IDS",
-                "error",
-                "device_ids=[] is an explicit empty list: DataParallel.__init__ reads "
+            Finding(
+                code="DP-EMPTY-DEVICE-IDS",
+                severity="error",
+                message="device_ids=[] is an explicit empty list: DataParallel.__init__ reads "
                 "device_ids[0] and raises IndexError (it does not mean 'all GPUs').",
-                f"{where}, {mapping_phrase(devices)}: pass device_ids=None for all of them, or "
+                fix=f"{where}, {mapping_phrase(devices)}: pass device_ids=None for all of them, or "
                 f"device_ids={ids_text(range(n))}.",
-                EMPTY_IDS,
+                predicts=EMPTY_IDS,
             )
         )
         return out
     if ids[0] < 0:
         out.append(
-            _find(
-                "DP-NEGATIVE-FIRST-ID",
-                "error",
-                f"device_ids[0] is {ids[0]}: DataParallel builds torch.device('cuda', {ids[0]}) "
+            Finding(
+                code="DP-NEGATIVE-FIRST-ID",
+                severity="error",
+                message=f"device_ids[0] is {ids[0]}: DataParallel builds torch.device('cuda', "
+                f"{ids[0]}) "
                 "for the module's home device, which torch rejects.",
-                f"{where}, {mapping_phrase(devices)}: use device ids 0..{n - 1}, e.g. "
+                fix=f"{where}, {mapping_phrase(devices)}: use device ids 0..{n - 1}, e.g. "
                 f"device_ids={ids_text(range(n))}.",
-                NEGATIVE_INDEX,
+                predicts=NEGATIVE_INDEX,
             )
         )
         return out
@@ -149,14 +149,15 @@ def validate_dataparallel(
             valid = [i for i in ids if 0 <= i < n]
             suggestion = list(dict.fromkeys(valid)) or list(range(n))
         out.append(
-            _find(
-                "DP-INVALID-DEVICE-ID",
-                "error",
-                f"device_ids={ids_text(ids)} names {_join([f'cuda:{i}' for i in invalid])}, but "
+            Finding(
+                code="DP-INVALID-DEVICE-ID",
+                severity="error",
+                message=f"device_ids={ids_text(ids)} names "
+                f"{_join([f'cuda:{i}' for i in invalid])}, but "
                 f"only {n} device(s) are visible {where}: {describe_devices(devices, snapshot)}. "
                 "DataParallel's ids are CUDA ordinals under CUDA_VISIBLE_DEVICES, not "
                 "nvidia-smi indices.",
-                f"{where}, {mapping_phrase(devices)}: use device_ids={ids_text(suggestion)}."
+                fix=f"{where}, {mapping_phrase(devices)}: use device_ids={ids_text(suggestion)}."
                 + (
                     f" torch.cuda.device_count() is {n_torch} here (torch reads "
                     "CUDA_VISIBLE_DEVICES with its own parser): write the value as nvidia-smi "
@@ -164,7 +165,7 @@ def validate_dataparallel(
                     if props_bound < n
                     else ""
                 ),
-                INVALID_DEVICE_ID
+                predicts=INVALID_DEVICE_ID
                 if any(i < 0 or i >= props_bound for i in invalid)
                 else PROPERTIES_ASSERT,
             )
@@ -181,17 +182,17 @@ def validate_dataparallel(
             if device_props(devices[i], snapshot) == device_props(devices[strong], snapshot)
         ]
         out.append(
-            _find(
-                "DP-IMBALANCE",
-                "warning",
-                f"torch will warn that {describe_device(devices[weak], snapshot)} has less "
+            Finding(
+                code="DP-IMBALANCE",
+                severity="warning",
+                message=f"torch will warn that {describe_device(devices[weak], snapshot)} has less "
                 f"than 75% of the memory or SMs of {describe_device(devices[strong], snapshot)}; "
                 "DataParallel splits the "
                 "batch evenly, so the smaller GPU sets the pace and the memory limit.",
-                f"Use only matching GPUs, e.g. device_ids={ids_text(keep)}, or set "
+                fix=f"Use only matching GPUs, e.g. device_ids={ids_text(keep)}, or set "
                 "CUDA_VISIBLE_DEVICES to the matching physical GPUs "
                 f"({_join([physical_label(devices[i]) for i in keep])}).",
-                imbalance_text(weak, strong),
+                predicts=imbalance_text(weak, strong),
                 subject=devices[weak].uuid,
             )
         )
@@ -200,14 +201,15 @@ def validate_dataparallel(
     if dupes:
         unique = list(dict.fromkeys(ids))
         out.append(
-            _find(
-                "DP-DUPLICATE-DEVICE-ID",
-                "warning",
-                f"device_ids={ids_text(ids)} repeats {_join([f'cuda:{i}' for i in dupes])}: "
+            Finding(
+                code="DP-DUPLICATE-DEVICE-ID",
+                severity="warning",
+                message=f"device_ids={ids_text(ids)} repeats "
+                f"{_join([f'cuda:{i}' for i in dupes])}: "
                 "torch replicates the module once per entry, so that GPU runs several replicas "
                 "(more memory, no speed-up).",
-                f"Use device_ids={ids_text(unique)}.",
-                None,
+                fix=f"Use device_ids={ids_text(unique)}.",
+                predicts=None,
             )
         )
 
@@ -232,15 +234,15 @@ def validate_dataparallel(
         if reorder is not None:
             fix += f"; or start device_ids with the model's device: device_ids={ids_text(reorder)}"
         out.append(
-            _find(
-                "DP-MODULE-DEVICE-MISMATCH",
-                "error",
-                f"The model's parameters are {placed}, but "
+            Finding(
+                code="DP-MODULE-DEVICE-MISMATCH",
+                severity="error",
+                message=f"The model's parameters are {placed}, but "
                 f"device_ids[0] is {describe_device(devices[src], snapshot)}. "
                 "DataParallel over several GPUs does not move the module, so its first "
                 "forward raises.",
-                fix + ".",
-                module_mismatch_text(src, found),
+                fix=fix + ".",
+                predicts=module_mismatch_text(src, found),
                 subject=devices[src].uuid,
             )
         )
@@ -252,61 +254,64 @@ def validate_dataparallel(
     if len(ids) > 1:
         if out_dev == -1:
             out.append(
-                _find(
-                    "DP-OUTPUT-DEVICE-CPU",
-                    "info",
-                    "output_device=-1 gathers the outputs on the CPU "
+                Finding(
+                    code="DP-OUTPUT-DEVICE-CPU",
+                    severity="info",
+                    message="output_device=-1 gathers the outputs on the CPU "
                     "(torch/nn/parallel/comm.py::gather); torch warns that -1 is deprecated.",
-                    "Use output_device='cpu' (or torch.device('cpu')) to say the same thing.",
-                    CPU_OUTPUT_WARNING,
+                    fix="Use output_device='cpu' (or torch.device('cpu')) to say the same thing.",
+                    predicts=CPU_OUTPUT_WARNING,
                 )
             )
         elif out_dev < -1 or out_dev >= n:
             out.append(
-                _find(
-                    "DP-OUTPUT-DEVICE-INVALID",
-                    "error",
-                    f"output_device={out_dev} is not a visible device ({n} visible {where}: "
+                Finding(
+                    code="DP-OUTPUT-DEVICE-INVALID",
+                    severity="error",
+                    message=f"output_device={out_dev} is not a visible device ({n} visible "
+                    f"{where}: "
                     f"{describe_devices(devices, snapshot)}); the first forward fails when it "
                     "gathers the outputs there.",
-                    f"Use output_device={src} (device_ids[0], the default) or another id in "
+                    fix=f"Use output_device={src} (device_ids[0], the default) or another id in "
                     f"0..{n - 1}.",
-                    ordinal_text
+                    predicts=ordinal_text
                     if out_dev >= n
                     else f"RuntimeError: Device index must be -1 or non-negative, got {out_dev}",
-                    also=ordinal_also if out_dev >= n else (),
+                    predicts_also=ordinal_also if out_dev >= n else (),
                 )
             )
             return out
         elif out_dev not in ids:
             out.append(
-                _find(
-                    "DP-OUTPUT-DEVICE-OUTSIDE",
-                    "warning",
-                    f"output_device=cuda:{out_dev} ({describe_device(devices[out_dev], snapshot)}) "
+                Finding(
+                    code="DP-OUTPUT-DEVICE-OUTSIDE",
+                    severity="warning",
+                    message=f"output_device=cuda:{out_dev} "
+                    f"({describe_device(devices[out_dev], snapshot)}) "
                     f"runs no replica (device_ids={ids_text(ids)}): every output is copied there "
                     "and a CUDA context is created on it.",
-                    f"Use output_device={src} (device_ids[0], the default), or add {out_dev} to "
+                    fix=f"Use output_device={src} (device_ids[0], the default), or add {out_dev} "
+                    "to "
                     "device_ids.",
-                    None,
+                    predicts=None,
                 )
             )
 
     if 0 not in ids and current == 0:
         out.append(
-            _find(
-                "DP-CUDA0-CONTEXT",
-                "warning",
-                f"cuda:0 ({describe_device(devices[0], snapshot)}) is not in "
+            Finding(
+                code="DP-CUDA0-CONTEXT",
+                severity="warning",
+                message=f"cuda:0 ({describe_device(devices[0], snapshot)}) is not in "
                 f"device_ids={ids_text(ids)} but is the current device (no "
                 "torch.cuda.set_device), so the first CUDA call on the current device (inputs "
                 "moved with .cuda(), CUDA RNG seeding, synchronize) creates a CUDA context "
                 "there: typically a few hundred MiB of that GPU's memory, taken from whoever "
                 "else uses it.",
-                f"Call torch.cuda.set_device({src}) first, or set CUDA_VISIBLE_DEVICES="
+                fix=f"Call torch.cuda.set_device({src}) first, or set CUDA_VISIBLE_DEVICES="
                 f"{_cvd_for(chosen)} so that the GPUs you use become cuda:0.. and pass "
                 f"device_ids={ids_text(range(len(dict.fromkeys(ids))))}.",
-                None,
+                predicts=None,
                 subject=devices[0].uuid,
             )
         )
@@ -316,29 +321,29 @@ def validate_dataparallel(
         if used < len(ids):
             idle = ids[used:]
             out.append(
-                _find(
-                    "DP-BATCH-TOO-SMALL",
-                    "warning",
-                    f"A batch of {batch_size} is split with Tensor.chunk({len(ids)}) into "
+                Finding(
+                    code="DP-BATCH-TOO-SMALL",
+                    severity="warning",
+                    message=f"A batch of {batch_size} is split with Tensor.chunk({len(ids)}) into "
                     f"{used} chunk(s), so {_join([f'cuda:{i}' for i in idle])} get no work "
                     "and sit idle.",
-                    f"Use a batch size that is a multiple of {len(ids)} (at least {len(ids)}), "
+                    fix=f"Use a batch size that is a multiple of {len(ids)} (at least {len(ids)}), "
                     "and drop_last=True in the DataLoader so the last batch is not short.",
-                    None,
+                    predicts=None,
                 )
             )
 
     out.append(
-        _find(
-            "DP-DEVICES",
-            "info",
-            f"DataParallel will use device_ids={ids_text(ids)} {where}: "
+        Finding(
+            code="DP-DEVICES",
+            severity="info",
+            message=f"DataParallel will use device_ids={ids_text(ids)} {where}: "
             f"{describe_devices(chosen, snapshot)}. The module and gathered outputs live on "
             f"cuda:{src}"
             + (f" (outputs on cuda:{out_dev})" if len(ids) > 1 and out_dev != src else "")
             + ".",
-            None,
-            None,
+            fix=None,
+            predicts=None,
         )
     )
     return out

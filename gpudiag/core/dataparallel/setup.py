@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gpudiag.core.dataparallel.codes import _find
 from gpudiag.core.dataparallel.inputs import _physical_hint
 from gpudiag.core.dataparallel.texts import invalid_ordinal_for, no_gpu_text
 from gpudiag.core.describe import cvd_phrase, describe_devices, ids_text, mapping_phrase
@@ -38,13 +37,13 @@ def predict_setup(
     current = 0
     if set_device is not None and set_device < 0:
         out.append(
-            _find(
-                "DP-SET-DEVICE-NEGATIVE",
-                "warning",
-                f"torch.cuda.set_device({set_device}) does nothing (torch skips negative "
+            Finding(
+                code="DP-SET-DEVICE-NEGATIVE",
+                severity="warning",
+                message=f"torch.cuda.set_device({set_device}) does nothing (torch skips negative "
                 "ids), so the current device stays cuda:0.",
-                "Pass the cuda ordinal you mean (0 .. visible count - 1), or drop the call.",
-                None,
+                fix="Pass the cuda ordinal you mean (0 .. visible count - 1), or drop the call.",
+                predicts=None,
             )
         )
     elif set_device is not None:
@@ -64,10 +63,11 @@ def predict_setup(
         )
         if wants_gpu:
             out.append(
-                _find(
-                    "DP-NO-VISIBLE-GPU",
-                    "error",
-                    f"No GPU is visible ({where}; {len(snapshot.gpus)} GPU(s) on the machine), "
+                Finding(
+                    code="DP-NO-VISIBLE-GPU",
+                    severity="error",
+                    message=f"No GPU is visible ({where}; {len(snapshot.gpus)} GPU(s) on the "
+                    "machine), "
                     "but the job asks for one"
                     + (
                         f" (device_ids={ids_text(device_ids)}). DataParallel would ignore "
@@ -75,20 +75,21 @@ def predict_setup(
                         if device_ids is not None
                         else "."
                     ),
-                    "Make GPUs visible (unset CUDA_VISIBLE_DEVICES or list the GPUs to use; "
+                    fix="Make GPUs visible (unset CUDA_VISIBLE_DEVICES or list the GPUs to use; "
                     "check the job's GPU request), or run on the CPU on purpose.",
-                    no_gpu_text(snapshot, resolution.cuinit_error) if cuda_call else None,
+                    predicts=no_gpu_text(snapshot, resolution.cuinit_error) if cuda_call else None,
                 )
             )
         else:
             out.append(
-                _find(
-                    "DP-CPU-FALLBACK",
-                    "warning",
-                    f"No GPU is visible ({where}): torch.nn.DataParallel sets device_ids=[] "
+                Finding(
+                    code="DP-CPU-FALLBACK",
+                    severity="warning",
+                    message=f"No GPU is visible ({where}): torch.nn.DataParallel sets "
+                    "device_ids=[] "
                     "and silently runs the module on the CPU.",
-                    "Make GPUs visible if the job is meant to use them.",
-                    None,
+                    fix="Make GPUs visible if the job is meant to use them.",
+                    predicts=None,
                 )
             )
         return None
@@ -96,15 +97,16 @@ def predict_setup(
     ordinal_text, ordinal_also = invalid_ordinal_for(snapshot)
     if set_device is not None and set_device >= n:
         out.append(
-            _find(
-                "DP-SET-DEVICE-INVALID",
-                "error",
-                f"torch.cuda.set_device({set_device}) names cuda:{set_device}, but only {n} "
+            Finding(
+                code="DP-SET-DEVICE-INVALID",
+                severity="error",
+                message=f"torch.cuda.set_device({set_device}) names cuda:{set_device}, but only "
+                f"{n} "
                 f"device(s) are visible {where}: {describe_devices(devices, snapshot)}.",
-                f"{where}, {mapping_phrase(devices)}: call torch.cuda.set_device with "
+                fix=f"{where}, {mapping_phrase(devices)}: call torch.cuda.set_device with "
                 f"0..{n - 1}" + _physical_hint([set_device], resolution),
-                ordinal_text,
-                also=ordinal_also,
+                predicts=ordinal_text,
+                predicts_also=ordinal_also,
             )
         )
         return None
@@ -116,15 +118,15 @@ def predict_setup(
         module_ordinal = current if module[1] is None else module[1]
     if module_ordinal is not None and module_ordinal >= n:
         out.append(
-            _find(
-                "DP-MODULE-DEVICE-INVALID",
-                "error",
-                f"The model is moved to cuda:{module_ordinal}, but only {n} device(s) are "
+            Finding(
+                code="DP-MODULE-DEVICE-INVALID",
+                severity="error",
+                message=f"The model is moved to cuda:{module_ordinal}, but only {n} device(s) are "
                 f"visible {where}: {describe_devices(devices, snapshot)}.",
-                f"{where}, {mapping_phrase(devices)}: use model.to('cuda:K') with K in 0..{n - 1}"
-                + _physical_hint([module_ordinal], resolution),
-                ordinal_text,
-                also=ordinal_also,
+                fix=f"{where}, {mapping_phrase(devices)}: use model.to('cuda:K') with K in "
+                f"0..{n - 1}" + _physical_hint([module_ordinal], resolution),
+                predicts=ordinal_text,
+                predicts_also=ordinal_also,
             )
         )
         return None
