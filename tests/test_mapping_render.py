@@ -127,13 +127,13 @@ def test_resolution_to_json() -> None:
                 "position": 1,
                 "entry": "0",
                 "outcome": "visible",
-                "text": '"0" → integer 0 → GPU 0 (nvidia-smi index 0) → cuda:0',
+                "text": '"0" → integer 0 → GPU 0 → cuda:0',
             },
             {
                 "position": 2,
                 "entry": "2",
                 "outcome": "visible",
-                "text": '"2" → integer 2 → GPU 2 (nvidia-smi index 2) → cuda:1',
+                "text": '"2" → integer 2 → GPU 2 → cuda:1',
             },
             {
                 "position": 3,

@@ -266,14 +266,14 @@ def test_rules(
 @pytest.mark.parametrize(
     ("snap", "spec", "order", "texts"),
     [
-        ("a100x8", "2", None, ['"2" → integer 2 → GPU 2 (nvidia-smi index 2) → cuda:0']),
+        ("a100x8", "2", None, ['"2" → integer 2 → GPU 2 → cuda:0']),
         (
             "a100x8",
             "0,2,-1,1",
             None,
             [
-                '"0" → integer 0 → GPU 0 (nvidia-smi index 0) → cuda:0',
-                '"2" → integer 2 → GPU 2 (nvidia-smi index 2) → cuda:1',
+                '"0" → integer 0 → GPU 0 → cuda:0',
+                '"2" → integer 2 → GPU 2 → cuda:1',
                 '"-1" → negative (CUDA reads it as 4294967295: no such device): the list ends here; '
                 "later entries are ignored",
                 '"1" → ignored: the list ended at entry 3',
@@ -283,7 +283,7 @@ def test_rules(
             "mixed4",
             "0",
             None,
-            ['"0" → integer 0 → FASTEST_FIRST position 0 → GPU 1 (nvidia-smi index 1) → cuda:0'],
+            ['"0" → integer 0 → FASTEST_FIRST position 0 → GPU 1 → cuda:0'],
         ),
         (
             "a100x8",
@@ -291,8 +291,8 @@ def test_rules(
             None,
             [
                 '"00" → integer 0 (read like strtoul: sign and leading digits only) → GPU 0 '
-                "(nvidia-smi index 0) → dropped: entry 2 duplicates an entry",
-                '"0" → integer 0 → GPU 0 (nvidia-smi index 0) → duplicate of entry 1: '
+                "→ dropped: entry 2 duplicates an entry",
+                '"0" → integer 0 → GPU 0 → duplicate of entry 1: '
                 "CUDA then exposes no device at all",
             ],
         ),
@@ -327,9 +327,8 @@ def test_rules(
             "0,1",
             None,
             [
-                '"0" → integer 0 → GPU 0 (nvidia-smi index 0) is in MIG mode → its MIG device '
-                "MIG-8df08078… → cuda:0",
-                '"1" → integer 1 → GPU 1 (nvidia-smi index 1) → hidden: a MIG device is '
+                '"0" → integer 0 → GPU 0 is in MIG mode → its MIG device MIG-8df08078… → cuda:0',
+                '"1" → integer 1 → GPU 1 → hidden: a MIG device is '
                 "enumerated, so CUDA hides non-MIG GPUs",
             ],
         ),
@@ -339,9 +338,9 @@ def test_rules(
             None,
             [
                 '"MIG-8df08078" → MIG device MIG-8df08078… (GPU instance 1, compute instance 0) '
-                "on GPU 0 (nvidia-smi index 0) → cuda:0",
+                "on GPU 0 → cuda:0",
                 '"MIG-f319" → MIG device MIG-f3194a3b… (GPU instance 7, compute instance 0) '
-                "on GPU 0 (nvidia-smi index 0) → not enumerated: CUDA enumerates only one MIG "
+                "on GPU 0 → not enumerated: CUDA enumerates only one MIG "
                 "device per process",
             ],
         ),
@@ -349,14 +348,14 @@ def test_rules(
             "a100x8",
             "GPU-9dfb369b",
             None,
-            ['"GPU-9dfb369b" → UUID prefix of GPU 2 (nvidia-smi index 2) → cuda:0'],
+            ['"GPU-9dfb369b" → UUID prefix of GPU 2 → cuda:0'],
         ),
         (
             "a100x8",
             "0,GPU-9dfb",
             None,
             [
-                '"0" → integer 0 → GPU 0 (nvidia-smi index 0) → cuda:0',
+                '"0" → integer 0 → GPU 0 → cuda:0',
                 '"GPU-9dfb" → a UUID after integer entries (CUDA does not mix indices and '
                 "UUIDs): the list ends here; later entries are ignored",
             ],

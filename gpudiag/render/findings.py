@@ -1,33 +1,18 @@
 """Plain-text rendering of findings, shared by ``list`` and ``check``.
 
-Findings wrap to the terminal's width with a hanging indent, are escaped
-(:func:`gpudiag.render.text.safe`), and name each GPU once: the core's
-``GPU 3 (nvidia-smi index 3)`` reads ``GPU 3`` here, since gpudiag's GPU
-numbers are nvidia-smi's (the ``GPU`` column of ``gpudiag list``).
+Findings wrap to the terminal's width with a hanging indent and are escaped
+(:func:`gpudiag.render.text.safe`). The core words them as they are shown: nothing
+here rewrites a finding's text.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
 from gpudiag.model import SEVERITIES, Finding
 from gpudiag.render.text import PLAIN, SEVERITY_COLOUR, Style, safe, wrap
 
 _HEADINGS = {"error": "Errors", "warning": "Warnings", "info": "Info"}
-
-# "GPU 3 (nvidia-smi index 3)" → "GPU 3"; "GPU 3 (nvidia-smi index 3, X)" → "GPU 3 (X)".
-_TWICE = re.compile(r"GPU (\d+) \(nvidia-smi index \1(?:\)|, )")
-
-
-def name_gpus_once(text: str) -> str:
-    """Drop the nvidia-smi index repeated after a GPU number that already is one."""
-
-    def shorter(match: re.Match[str]) -> str:
-        number = match.group(1)
-        return f"GPU {number}" if match.group(0).endswith(")") else f"GPU {number} ("
-
-    return _TWICE.sub(shorter, text)
 
 
 def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
@@ -39,7 +24,7 @@ def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
 def _block(finding: Finding, style: Style) -> list[str]:
     width = style.width
     code = style.paint(finding.code, SEVERITY_COLOUR[finding.severity], bold=True)
-    head = wrap(f"{finding.code}: {name_gpus_once(safe(finding.message))}", width, indent="  ")
+    head = wrap(f"{finding.code}: {safe(finding.message)}", width, indent="  ")
     head[0] = head[0].replace(finding.code, code, 1)
     lines = head
     if finding.predicts and style.verbosity >= 1:
@@ -47,7 +32,7 @@ def _block(finding: Finding, style: Style) -> list[str]:
     for other in finding.predicts_also if style.verbosity >= 1 else ():
         lines += wrap(f"also: {safe(other)}", width, indent="    ")
     if finding.fix and style.verbosity >= 1:
-        lines += wrap(f"fix: {name_gpus_once(safe(finding.fix))}", width, indent="    ")
+        lines += wrap(f"fix: {safe(finding.fix)}", width, indent="    ")
     return lines
 
 

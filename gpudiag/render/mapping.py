@@ -8,7 +8,6 @@ from __future__ import annotations
 from gpudiag.core.describe import gpu_by_nvml_index
 from gpudiag.core.visibility import quote_value
 from gpudiag.model import Gpu, MigDevice, Resolution, Snapshot, VisibleDevice, short_uuid
-from gpudiag.render.findings import name_gpus_once
 from gpudiag.render.text import PLAIN, Style, esc, safe, wrap
 
 
@@ -95,7 +94,7 @@ def render_mapping(resolution: Resolution, snapshot: Snapshot, style: Style = PL
             width,
         )
         for e in resolution.explanations:
-            text = name_gpus_once(safe(e.text))
+            text = safe(e.text)
             lines += wrap(f"{e.position}. {text}", width, indent="  ")
     if resolution.method == "driver":
         lines += wrap(

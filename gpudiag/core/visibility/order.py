@@ -14,7 +14,12 @@ FASTEST_FIRST = "FASTEST_FIRST"
 
 
 def gpu_label(gpu: Gpu) -> str:
-    return f"GPU {gpu.nvml_index} (nvidia-smi index {gpu.nvml_index})"
+    """``GPU 3``: gpudiag numbers GPUs as nvidia-smi does (``nvml_index``), everywhere.
+
+    Once ``GPU 3 (nvidia-smi index 3)``, which the renderer shortened with a regex
+    (issue 16): the core now words it as it is shown.
+    """
+    return f"GPU {gpu.nvml_index}"
 
 
 def enumerable(snapshot: Snapshot) -> list[Gpu]:
