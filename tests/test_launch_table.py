@@ -139,3 +139,12 @@ def test_probe_cli_refuses_rank_1_0(tmp_path: Path) -> None:
         "check reads it)\n"
     )
     assert not list(tmp_path.glob("gpudiag-probe-*"))
+
+
+def test_the_launcher_type_names_every_row() -> None:
+    # probe's report names its launcher by this Literal; a new row must extend it.
+    from typing import get_args
+
+    from gpudiag.launch.table import ROWS, Launcher
+
+    assert set(get_args(Launcher)) == {row.name for row in ROWS} | {"self"}

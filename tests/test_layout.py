@@ -31,7 +31,18 @@ GPU_IMPORTERS = ("gpudiag.backends", "gpudiag.probes")
 FORBIDDEN = {
     "gpudiag.core": ("gpudiag.cli", "gpudiag.render", "gpudiag.backends"),
     "gpudiag.render": ("gpudiag.cli",),
-}
+    # Below the core: the catalogue, the upstream texts and the launcher table are
+    # read by core, lint, probes and CLI alike, so they import none of them.
+    "gpudiag.findings": (
+        "gpudiag.core", "gpudiag.launch", "gpudiag.lint", "gpudiag.probes",
+        "gpudiag.render", "gpudiag.cli", "gpudiag.backends",
+    ),
+    "gpudiag.launch": (
+        "gpudiag.core", "gpudiag.lint", "gpudiag.probes", "gpudiag.render", "gpudiag.cli",
+        "gpudiag.backends",
+    ),
+    "gpudiag.model": ("gpudiag.core", "gpudiag.launch", "gpudiag.render", "gpudiag.cli"),
+}  # fmt: skip
 
 
 @dataclass(frozen=True)

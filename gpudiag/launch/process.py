@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 from gpudiag.errors import GpudiagInputError
 from gpudiag.launch.ints import read_int
@@ -20,12 +20,10 @@ from gpudiag.launch.table import (
     MPI_FAMILY,
     SPECS,
     TORCH_VARS,
+    Launcher,
     present_launchers,
 )
 from gpudiag.parsing import show_value
-
-if TYPE_CHECKING:
-    from gpudiag.probes.results import Launcher
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from gpudiag.errors import GpudiagInputError
 
@@ -202,6 +203,20 @@ ROWS: tuple[LauncherSpec, ...] = (
 )  # fmt: skip
 
 SPECS: dict[str, LauncherSpec] = {row.name: row for row in ROWS}
+#: Who started a probe, as its report says: a row of the table, or ``self``
+#: (gpudiag started its own workers). tests/test_launch_table.py holds it to ROWS.
+Launcher = Literal[
+    "self",
+    "torchrun",
+    "accelerate",
+    "deepspeed",
+    "horovod",
+    "openmpi",
+    "mpich",
+    "intelmpi",
+    "slurm",
+    "env",
+]
 #: Canonical launcher names, innermost first.
 LAUNCHER_NAMES = tuple(SPECS)
 #: Those ``check --launcher`` accepts (``env`` means "exported by hand").

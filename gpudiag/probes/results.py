@@ -10,6 +10,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
+from gpudiag.launch.table import Launcher as Launcher
+
 PROBE_SCHEMA = "gpudiag-probe/1"
 
 ProbeName = Literal["single", "dp", "ddp", "amp"]
@@ -291,20 +293,6 @@ class ProbeResult:
             notes=tuple(str(n) for n in data.get("notes", ())),
             hang=HangInfo.from_json(hang) if hang is not None else None,
         )
-
-
-Launcher = Literal[
-    "self",
-    "torchrun",
-    "accelerate",
-    "deepspeed",
-    "horovod",
-    "openmpi",
-    "mpich",
-    "intelmpi",
-    "slurm",
-    "env",
-]
 
 
 @dataclass(frozen=True)
