@@ -17,7 +17,7 @@ from gpudiag.errors import GpudiagInputError
 from gpudiag.findings.catalog import codes_in
 from gpudiag.model import Finding, PortHolder, PortProbe
 
-from .conftest import load_fixture
+from .conftest import fixture_path, load_fixture
 
 NEW = {
     info.code
@@ -399,20 +399,31 @@ def test_bad_options_are_input_errors(kw: dict[str, Any]) -> None:
 @pytest.mark.parametrize(
     ("text", "names"),
     [
-        (None, ()),
         ("", ()),
         ("LOCAL_RANK", ("LOCAL_RANK",)),
         (" LOCAL_RANK , RANK,LOCAL_RANK", ("LOCAL_RANK", "RANK")),
     ],
 )
-def test_parse_script_reads(text: str | None, names: tuple[str, ...]) -> None:
-    assert prelaunch.parse_script_reads(text) == names
+def test_script_reads_option(text: str, names: tuple[str, ...]) -> None:
+    # --script-reads is read by the CLI into CheckRequest.script_reads (core/request.py).
+    from gpudiag.core.request import CheckRequest
+
+    assert (
+        CheckRequest(script_reads=[p for p in text.split(",") if text.strip()]).script_reads
+        == names
+    )
 
 
 @pytest.mark.parametrize("text", ["LOCAL RANK", "1RANK", "RANK,", "os.environ['X']"])
-def test_parse_script_reads_rejects(text: str) -> None:
-    with pytest.raises(GpudiagInputError, match="--script-reads"):
-        prelaunch.parse_script_reads(text)
+def test_script_reads_option_rejects(text: str) -> None:
+    from click.testing import CliRunner
+
+    from gpudiag.cli import main
+
+    snap = str(fixture_path("a100x8"))
+    result = CliRunner().invoke(main, ["check", "--snapshot", snap, "--script-reads", text])
+    assert result.exit_code == 2
+    assert "--script-reads must list environment variable names" in result.output
 
 
 def test_same_health_finding_on_many_gpus_is_one() -> None:

@@ -35,7 +35,6 @@ unless said otherwise):
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Mapping, Sequence
 
 from gpudiag.core.ddp import (
@@ -47,29 +46,9 @@ from gpudiag.core.ddp import (
 )
 from gpudiag.core.port import PortProber, port_findings, port_target
 from gpudiag.core.rank_devices import device_subset_findings, per_rank_set_device_findings
-from gpudiag.errors import GpudiagInputError
 from gpudiag.launch.reader import read_launch
 from gpudiag.launch.table import SPECS
 from gpudiag.model import Finding, Resolution, Snapshot
-
-_VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def parse_script_reads(text: str | None) -> tuple[str, ...]:
-    """``--script-reads LOCAL_RANK,RANK`` → the names, in order.
-
-    Raises:
-        GpudiagInputError: an entry that is not an environment variable name.
-    """
-    if text is None or not text.strip():
-        return ()
-    names = [part.strip() for part in text.split(",")]
-    for name in names:
-        if not _VAR_NAME.fullmatch(name):
-            raise GpudiagInputError(
-                f"--script-reads must list environment variable names, not {name!r}"
-            )
-    return tuple(dict.fromkeys(names))
 
 
 def launched_findings(

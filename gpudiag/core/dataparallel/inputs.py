@@ -32,8 +32,7 @@ def parse_module_device(text: str | None) -> tuple[str, int | None] | None:
     if is_int_text(number) and number[0] not in "+-" and (number == "0" or number[0] != "0"):
         return ("cuda", int(number))
     raise GpudiagInputError(
-        f"--module-device {show_value(text)} is not cpu, cuda, cuda:K or K "
-        "(K a non-negative integer)"
+        f"module_device {show_value(text)} is not cpu, cuda, cuda:K or K (K a non-negative integer)"
     )
 
 
