@@ -173,10 +173,8 @@ def test_canonical_launcher_names() -> None:
     assert canonical_launcher(" OMPI ") == "openmpi"
     assert canonical_launcher("srun") == "slurm"
     assert canonical_launcher("DeepSpeed") == "deepspeed"
-    with pytest.raises(GpudiagInputError, match="--launcher must be one of"):
-        canonical_launcher("pdsh")
-    with pytest.raises(GpudiagInputError):
-        canonical_launcher("env")  # not a launcher one starts
+    assert canonical_launcher("pdsh") is None
+    assert canonical_launcher("env") is None  # not a launcher one starts
 
 
 # --- DeepSpeed's --include/--exclude/--num_gpus (deepspeed/launcher/runner.py) -----

@@ -147,14 +147,14 @@ def _launcher(value: str) -> str:
     # The launcher table is imported here only: most requests name no launcher.
     from gpudiag.launch.table import CHOOSABLE, canonical_launcher
 
-    try:
-        return canonical_launcher(value)
-    except GpudiagInputError:
+    name = canonical_launcher(value)
+    if name is None:
         raise RequestError(
             "launcher",
             f"must be one of {', '.join(CHOOSABLE)}, not {value.strip()!r}",
             python=f"must be one of {', '.join(map(repr, CHOOSABLE))} or None, {_not(value)}",
-        ) from None
+        )
+    return name
 
 
 @dataclass(frozen=True)

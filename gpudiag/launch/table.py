@@ -48,8 +48,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from gpudiag.errors import GpudiagInputError
-
 #: torchrun's default ``--master-port`` (torch/distributed/run.py), used by
 #: ``gpudiag probe`` under a one-node MPI launch that exports no MASTER_PORT.
 DEFAULT_MASTER_PORT = 29500
@@ -232,19 +230,15 @@ def variables_of(field_name: str) -> frozenset[str]:
     return frozenset(v for row in ROWS if (v := row.var(field_name)) is not None)
 
 
-def canonical_launcher(name: str) -> str:
-    """``--launcher`` text → a canonical name.
+def canonical_launcher(name: str) -> str | None:
+    """A launcher's name or alias (any case) → its canonical name; None when unknown.
 
-    Raises:
-        GpudiagInputError: an unknown launcher.
+    The caller words the refusal: :class:`gpudiag.core.request.CheckRequest` names the
+    input as it was given (``--launcher``, ``GPUDIAG_CHECK_LAUNCHER`` or ``launcher=``).
     """
     key = name.strip().lower()
     key = _ALIASES.get(key, key)
-    if key not in CHOOSABLE:
-        raise GpudiagInputError(
-            f"--launcher must be one of {', '.join(CHOOSABLE)}, not {name.strip()!r}"
-        )
-    return key
+    return key if key in CHOOSABLE else None
 
 
 def present_launchers(env: Mapping[str, str]) -> list[str]:
