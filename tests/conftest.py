@@ -1,8 +1,10 @@
-"""Shared test helpers: fixture paths and the ``gpu`` marker's skip rule."""
+"""Shared test helpers: fixture paths, a launcher-free environment, and the ``gpu``
+marker's skip rule."""
 
 from __future__ import annotations
 
 import ctypes.util
+import os
 import shutil
 from pathlib import Path
 
@@ -12,6 +14,23 @@ from gpudiag.model import Snapshot
 from gpudiag.snapshot import load_snapshot
 
 FIXTURES = Path(__file__).parent / "fixtures"
+
+#: Prefixes of launcher variables beyond the table's own (torchrun's PET_ options,
+#: whole families of Slurm, Open MPI and PMI variables).
+_LAUNCH_PREFIXES = ("SLURM_", "OMPI_", "PMI_", "PET_", "TORCHELASTIC_", "MASTER_")
+
+
+def clear_launch_env(monkeypatch: pytest.MonkeyPatch, *extra: str) -> None:
+    """Unset every launcher variable (each row of gpudiag.launch.table, and their
+    families), and every variable named or prefixed by ``extra``: the CLI and the API
+    read them from the live environment, and the suite must not depend on its caller's.
+    """
+    from gpudiag.launch.table import ROWS
+
+    names = {var for row in ROWS for var in row.variables().values()}
+    for key in list(os.environ):
+        if key in names or key in extra or key.startswith((*_LAUNCH_PREFIXES, *extra)):
+            monkeypatch.delenv(key)
 
 
 def fixture_path(name: str) -> Path:

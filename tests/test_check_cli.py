@@ -3,30 +3,19 @@
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 from click.testing import CliRunner
 
 from gpudiag.cli import main
 
-from .conftest import fixture_path
+from .conftest import clear_launch_env, fixture_path
 
 
 @pytest.fixture(autouse=True)
 def _no_launcher_env(monkeypatch: pytest.MonkeyPatch) -> None:
     # The CLI reads launcher variables from the live environment.
-    for key in list(os.environ):
-        if key.startswith("SLURM_") or key in (
-            "RANK",
-            "LOCAL_RANK",
-            "WORLD_SIZE",
-            "LOCAL_WORLD_SIZE",
-            "MASTER_ADDR",
-            "MASTER_PORT",
-            "TORCHELASTIC_RUN_ID",
-        ):
-            monkeypatch.delenv(key)
+    clear_launch_env(monkeypatch)
 
 
 def invoke(fixture: str, *args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:

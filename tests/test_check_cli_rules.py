@@ -3,27 +3,18 @@
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 from click.testing import CliRunner
 
 from gpudiag.cli import main
 
-from .conftest import fixture_path
-
-_LAUNCHER = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+from .conftest import clear_launch_env, fixture_path
 
 
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in list(os.environ):
-        if key.startswith(("SLURM_", "PET_")) or key in (
-            *_LAUNCHER,
-            "TORCHELASTIC_RUN_ID",
-            "KINETO_USE_DAEMON",
-        ):
-            monkeypatch.delenv(key)
+    clear_launch_env(monkeypatch, "KINETO_USE_DAEMON")
 
 
 def run(

@@ -3,7 +3,6 @@ errors name the input the way the caller gave it (option, GPUDIAG_* variable, ke
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ from gpudiag.lint.against import DUPLICATES, merge
 from gpudiag.lint.codes import Hit
 from gpudiag.model import Finding
 
-from .conftest import fixture_path, load_fixture
+from .conftest import clear_launch_env, fixture_path, load_fixture
 
 A100 = str(fixture_path("a100x8"))
 CASES = Path(__file__).resolve().parent / "fixtures" / "lint"
@@ -33,17 +32,7 @@ CASES = Path(__file__).resolve().parent / "fixtures" / "lint"
 @pytest.fixture(autouse=True)
 def _no_launcher_env(monkeypatch: pytest.MonkeyPatch) -> None:
     # The CLI and the API read launcher variables (and GPUDIAG_*) from the live environment.
-    for key in list(os.environ):
-        if key.startswith(("SLURM_", "GPUDIAG_", "OMPI_", "PMI_")) or key in (
-            "RANK",
-            "LOCAL_RANK",
-            "WORLD_SIZE",
-            "LOCAL_WORLD_SIZE",
-            "MASTER_ADDR",
-            "MASTER_PORT",
-            "TORCHELASTIC_RUN_ID",
-        ):
-            monkeypatch.delenv(key)
+    clear_launch_env(monkeypatch, "GPUDIAG_")
 
 
 # ------------------------------------------------------------------ the table
