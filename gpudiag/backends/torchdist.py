@@ -70,6 +70,32 @@ def _metadata_version() -> str | None:
         return None
 
 
+#: The oldest torch ``gpudiag probe`` runs (pyproject.toml's ``probe`` extra says the same).
+PROBE_TORCH_MIN = (2, 1)
+
+
+def probe_torch_problem(find_spec: Finder = importlib.util.find_spec) -> str | None:
+    """Why ``gpudiag probe`` cannot run with this Python's torch, or None when it can.
+
+    Read from torch's files (nothing imported): the probes' workers import torch, and
+    without a usable one every probe would fail the same way, one worker at a time.
+    """
+    info, status = read_torch_facts(find_spec)
+    if info is None:
+        return (
+            f"probe needs torch >= {PROBE_TORCH_MIN[0]}.{PROBE_TORCH_MIN[1]} and "
+            f"{status.reason or 'torch is not installed'}; install it "
+            "(pip install 'gpudiag[probe]', or the torch build for your CUDA)"
+        )
+    match = re.match(r"\s*(\d+)\.(\d+)", info.version or "")
+    if match is not None and (int(match.group(1)), int(match.group(2))) < PROBE_TORCH_MIN:
+        return (
+            f"probe needs torch >= {PROBE_TORCH_MIN[0]}.{PROBE_TORCH_MIN[1]}; this Python has "
+            f"torch {info.version} (list, check, lint, snapshot and explain work with it)"
+        )
+    return None
+
+
 def read_torch_facts(
     find_spec: Finder = importlib.util.find_spec,
 ) -> tuple[TorchInfo | None, SourceStatus]:

@@ -140,6 +140,7 @@ def probe(
 ) -> None:
     """Run short training probes (single, dp, ddp, amp) and verify the numbers."""
     # Deferred: the runner is only needed when probing, and keeps --help cheap.
+    from gpudiag.backends.torchdist import probe_torch_problem
     from gpudiag.launch.process import detect_launch
     from gpudiag.probes.plan import ProbePlan
     from gpudiag.probes.runner import (
@@ -180,6 +181,10 @@ def probe(
             f"--nproc must be at most {limit} here, the CPUs this process may use or the "
             f"GPUs, whichever is more: each rank is a process with its own torch (got {shown})"
         )
+    # torch is an extra (gpudiag[probe]): without a usable one, one line, not a
+    # failure per worker (issue 20).
+    if (torch_problem := probe_torch_problem()) is not None:
+        raise GpudiagInputError(torch_problem)
     resolved_device: Literal["cpu", "cuda"] = "cuda" if device == "cuda" else "cpu"
     plan = ProbePlan(
         probes=parse_probe_names(which),
