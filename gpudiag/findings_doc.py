@@ -1,8 +1,8 @@
-"""The finding codes' documentation (``docs/findings.md``), as installed with gpudiag.
+"""gpudiag's documentation (``docs/*.md``), as installed with it.
 
-The build copies ``docs/findings.md`` into the package (``gpudiag/_docs/``,
-see ``setup.py``), so ``gpudiag explain CODE`` works from an installed wheel; a
-source checkout (an editable install) reads ``docs/findings.md`` itself.
+The build copies the user documentation into the package (``gpudiag/_docs/``, see
+``setup.py``), so ``gpudiag explain CODE`` and ``gpudiag docs TOPIC`` work from an
+installed wheel; a source checkout (an editable install) reads ``docs/`` itself.
 """
 
 from __future__ import annotations
@@ -14,15 +14,37 @@ DOC_NAME = "findings.md"
 _SECTION = re.compile(r"^### (\S+)\n(.*?)(?=^##+ |\Z)", re.M | re.S)
 
 
-def findings_doc_text() -> str | None:
-    """The text of ``findings.md``: the packaged copy first, then the checkout's."""
+#: Pages of docs/ that are for gpudiag's developers, not shipped (setup.py reads this).
+DEVELOPER_PAGES = ("development.md",)
+
+
+def doc_topics() -> dict[str, Path]:
+    """``{topic: page}``: the packaged pages first, else the checkout's ``docs/``."""
     here = Path(__file__).resolve().parent
-    for path in (here / "_docs" / DOC_NAME, here.parent / "docs" / DOC_NAME):
+    for folder in (here / "_docs", here.parent / "docs"):
         try:
-            return path.read_text(encoding="utf-8")
+            pages = sorted(p for p in folder.glob("*.md") if p.name not in DEVELOPER_PAGES)
         except OSError:
             continue
-    return None
+        if pages:
+            return {page.stem: page for page in pages}
+    return {}
+
+
+def doc_text(topic: str) -> str | None:
+    """The text of one page (``findings``, ``cli``…), or None when it is not installed."""
+    page = doc_topics().get(topic)
+    if page is None:
+        return None
+    try:
+        return page.read_text(encoding="utf-8")
+    except OSError:
+        return None
+
+
+def findings_doc_text() -> str | None:
+    """The text of ``findings.md``: the packaged copy first, then the checkout's."""
+    return doc_text(DOC_NAME.removesuffix(".md"))
 
 
 def parse_sections(text: str) -> dict[str, str]:

@@ -15,6 +15,8 @@ from gpudiag.cli import main
 from gpudiag.findings.catalog import AREAS, CATALOG
 from gpudiag.findings_doc import findings_doc_text, parse_sections
 
+from .wheel import build_wheel, can_build_wheels
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -77,46 +79,16 @@ def test_help_points_at_explain_not_repository_paths() -> None:
 
 
 @pytest.mark.skipif(
-    subprocess.run(
-        [sys.executable, "-c", "import setuptools, wheel"], capture_output=True, check=False
-    ).returncode
-    != 0,
-    reason="building a wheel needs setuptools and wheel in this environment",
+    not can_build_wheels(), reason="building a wheel needs setuptools and wheel here"
 )
-def test_explain_works_from_an_installed_wheel(tmp_path: Path) -> None:
-    # Build the wheel from a copy of the checkout (no build/ left in the tree).
-    src = tmp_path / "src"
-    subprocess.run(
-        ["git", "-C", str(ROOT), "archive", "--format=tar", "-o", str(tmp_path / "s.tar"), "HEAD"],
-        check=True,
-        timeout=60,
-    )
-    src.mkdir()
-    subprocess.run(["tar", "-xf", str(tmp_path / "s.tar"), "-C", str(src)], check=True)
-    for name in ("setup.py", "MANIFEST.in", "gpudiag/findings_doc.py", "docs/findings.md"):
-        (src / name).parent.mkdir(parents=True, exist_ok=True)
-        (src / name).write_bytes((ROOT / name).read_bytes())  # the working tree's version
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            str(src),
-            "--no-deps",
-            "--no-build-isolation",
-            "-q",
-            "-w",
-            str(tmp_path / "dist"),
-        ],
-        check=True,
-        timeout=300,
-        capture_output=True,
-    )
-    wheel = next((tmp_path / "dist").glob("gpudiag-*.whl"))
+def test_explain_and_docs_work_from_an_installed_wheel(tmp_path: Path) -> None:
+    wheel = build_wheel(tmp_path)
     target = tmp_path / "installed"
+    shipped = {p.name for p in (ROOT / "docs").glob("*.md")} - {"development.md"}
     with zipfile.ZipFile(wheel) as zf:
-        assert "gpudiag/_docs/findings.md" in zf.namelist()
+        names = set(zf.namelist())
+        assert {f"gpudiag/_docs/{n}" for n in shipped} <= names  # every user page
+        assert "gpudiag/_docs/development.md" not in names
         zf.extractall(target)
     env = {**os.environ, "PYTHONPATH": str(target)}
     proc = subprocess.run(
@@ -129,3 +101,13 @@ def test_explain_works_from_an_installed_wheel(tmp_path: Path) -> None:
     first, code = proc.stdout.splitlines()[:2]
     assert first.startswith(str(target))  # the wheel's gpudiag, not the checkout's
     assert code == "DP-DEVICES"
+    # gpudiag docs: every page, from the wheel (the checkout is not on the path).
+    proc = subprocess.run(
+        [sys.executable, "-c",
+         "import sys; from gpudiag.cli import main; "
+         "sys.argv = ['gpudiag', 'docs', 'visible-devices']; main()"],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == (target / "gpudiag" / "_docs" / "visible-devices.md").read_text()
+    assert proc.stdout == (ROOT / "docs" / "visible-devices.md").read_text()

@@ -13,7 +13,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
-import shutil
 import subprocess
 import sys
 import zipfile
@@ -21,27 +20,10 @@ from pathlib import Path
 
 import pytest
 
+from .wheel import build_wheel, can_build_wheels
+
 ROOT = Path(__file__).resolve().parent.parent
 OLD_TORCH = "1.13.1"
-
-
-def _build_wheel(tmp_path: Path) -> Path:
-    """The wheel of the working tree (tracked and untracked-but-not-ignored files)."""
-    src = tmp_path / "src"
-    files = subprocess.run(
-        ["git", "-C", str(ROOT), "ls-files", "-co", "--exclude-standard", "-z"],
-        capture_output=True, check=True, timeout=60,
-    ).stdout.decode().split("\0")  # fmt: skip
-    for name in filter(None, files):
-        if (ROOT / name).is_file():
-            (src / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(ROOT / name, src / name)
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "--no-build-isolation",
-         "-q", "-w", str(tmp_path / "dist")],
-        check=True, timeout=300, capture_output=True,
-    )  # fmt: skip
-    return next((tmp_path / "dist").glob("gpudiag-*.whl"))
 
 
 def _requires(wheel: Path) -> list[str]:
@@ -86,16 +68,12 @@ def _dependencies_path(tmp_path: Path) -> Path:
 
 
 @pytest.mark.skipif(
-    subprocess.run(
-        [sys.executable, "-c", "import setuptools, wheel, venv"], capture_output=True, check=False
-    ).returncode
-    != 0,
-    reason="building a wheel needs setuptools and wheel in this environment",
+    not can_build_wheels(), reason="building a wheel needs setuptools and wheel here"
 )
 def test_wheel_installs_beside_an_old_torch_and_every_command_but_probe_works(
     tmp_path: Path,
 ) -> None:
-    wheel = _build_wheel(tmp_path)
+    wheel = build_wheel(tmp_path)
     requires = _requires(wheel)
     torch_reqs = [r for r in requires if re.match(r"torch\b", r)]
     # torch only under an extra, with a lower bound only.

@@ -139,8 +139,9 @@ Examples:
 Exit codes: 0 ok; 1 errors found (or warnings with --strict) or a probe
 failed; 2 bad input or unwritable output; 3 a probe timed out; 130 Ctrl-C.
 Any option can also come from GPUDIAG_<COMMAND>_<OPTION>, e.g.
-GPUDIAG_CHECK_STRICT=1. `gpudiag explain CODE` documents a finding;
-`gpudiag --version` names the torch, driver and Python in use.""",
+GPUDIAG_CHECK_STRICT=1. `gpudiag explain CODE` documents a finding,
+`gpudiag docs [TOPIC]` prints the manual's pages; `gpudiag --version` names
+the torch, driver and Python in use.""",
 )
 @click.option(
     "--version",
@@ -159,6 +160,7 @@ def _register() -> None:
     # Imported here, not at the top, only to keep the registration in one place;
     # none of these modules imports torch or pynvml at import time.
     from gpudiag.cli.check_cmd import check
+    from gpudiag.cli.docs_cmd import docs
     from gpudiag.cli.explain_cmd import explain
     from gpudiag.cli.lint_cmd import lint
     from gpudiag.cli.list_cmd import list_cmd
@@ -171,6 +173,7 @@ def _register() -> None:
     main.add_command(probe)
     main.add_command(explain)
     main.add_command(lint)
+    main.add_command(docs)
     for command in main.commands.values():
         _name_envvars(command)
 
