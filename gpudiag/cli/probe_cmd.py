@@ -163,11 +163,21 @@ def probe(
     if nproc is not None and nproc < 1:
         raise GpudiagInputError(f"--nproc must be >= 1 (got {nproc})")
     device_ids = _parse_device_ids(device_ids_text)
+    chosen = device is not None
     if device is None:
         device = default_device()
     elif device == "cuda" and not gpu_driver_present():
         raise GpudiagInputError(
             "--device cuda: no NVIDIA driver here (no libcuda or /dev/nvidiactl); use --device cpu"
+        )
+    if device == "cpu" and (visible not in (None, "") or order is not None):
+        # --device cpu hides every GPU from the workers: a mask would be silently
+        # ignored (issue 20: `--visible garbage --device cpu` passed).
+        given = "--visible" if visible not in (None, "") else "--order"
+        why = "" if chosen else ", the default here: no NVIDIA driver"
+        raise GpudiagInputError(
+            f"{given} has no effect with --device cpu{why} (the cpu probes hide every "
+            "GPU); leave it out, or use --device cuda"
         )
     launch = detect_launch(os.environ)
     if launch is not None and nproc is not None and nproc != launch.world_size:
