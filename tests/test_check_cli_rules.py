@@ -203,3 +203,21 @@ def test_healthy_reported_machines_stay_clean() -> None:
         code, doc = run(fixture)
         assert code == 0
         assert not {c for c in findings(doc) if c.startswith(("HOST-", "ENV-"))}
+
+
+@pytest.mark.parametrize(
+    ("extra", "code", "severity"),
+    [
+        ([], 0, "info"),  # a CPU DDP job: hiding the GPUs is what it asks (issue 20)
+        (["--amp", "bf16"], 1, "error"),  # autocast on CUDA needs a GPU
+        (["--expect-gpus", "2"], 1, "error"),
+        (["--backend", "nccl"], 1, "error"),
+    ],
+)
+def test_empty_mask_follows_the_jobs_intent(extra: list[str], code: int, severity: str) -> None:
+    args = ["check", "--snapshot", str(fixture_path("a100x8")), "--visible", ""]
+    args += ["--nproc-per-node", "2", "--backend", "gloo", *extra, "--json"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == code, result.output
+    found = [f for f in json.loads(result.stdout)["findings"] if f["code"] == "VIS-NO-DEVICES"]
+    assert [f["severity"] for f in found] == [severity]

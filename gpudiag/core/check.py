@@ -32,6 +32,7 @@ from gpudiag.core.prelaunch import ddp_findings
 from gpudiag.core.rank_devices import set_device_roles
 from gpudiag.core.request import FROM_SNAPSHOT as FROM_SNAPSHOT
 from gpudiag.core.request import CheckRequest, _FromSnapshot
+from gpudiag.core.visibility.entries import hides_every_gpu_on_purpose
 from gpudiag.launch.deepspeed import deepspeed_devices
 from gpudiag.launch.table import present_launchers
 
@@ -258,6 +259,8 @@ def run_check(
         snapshot, resolution, tf32=r.tf32, amp=r.amp, model_dtype=r.model_dtype
     )
 
+    if _cpu_job(r) and hides_every_gpu_on_purpose(resolution.spec):
+        findings = [_cpu_job_no_devices(f) if f.code == "VIS-NO-DEVICES" else f for f in findings]
     final = _dedupe(findings)
     return Report(
         ok=not any(f.severity == "error" for f in final),
@@ -265,6 +268,37 @@ def run_check(
         findings=tuple(final),
         checks=tuple(checks),
         snapshot=snapshot,
+    )
+
+
+def _cpu_job(r: CheckRequest) -> bool:
+    """The request describes a CPU job: backend gloo, and nothing that needs a GPU."""
+    gpu_inputs = (
+        r.device_ids, r.output_device, r.set_device, r.set_device_per_rank, r.ddp_devices,
+        r.amp, r.expect_gpus or None,
+    )  # fmt: skip
+    module_on_gpu = r.module_device is not None and not r.module_device.startswith("cpu")
+    return (
+        r.backend == "gloo"
+        and all(v is None for v in gpu_inputs)
+        and not (r.dataparallel or r.tf32 or module_on_gpu)
+    )
+
+
+def _cpu_job_no_devices(finding: Finding) -> Finding:
+    """VIS-NO-DEVICES for a job that hides the GPUs on purpose to train on the CPU.
+
+    Severity follows intent (issue 20): ``--visible '' --backend gloo`` describes a CPU
+    DDP job, which is what it gets; cuInit still fails, so torch's CUDA calls would.
+    """
+    return Finding(
+        code=finding.code,
+        severity="info",
+        message=finding.message.split(":", 1)[0] + ", as a CPU job (backend gloo) intends: "
+        "torch.cuda.is_available() is False and every rank runs on the CPU.",
+        fix=None,
+        predicts=finding.predicts,
+        subject=finding.subject,
     )
 
 

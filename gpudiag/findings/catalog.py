@@ -82,7 +82,7 @@ _VISIBILITY: _Rows = (
         "error",
         "A duplicate CUDA_VISIBLE_DEVICES entry: cuInit fails, no GPU is usable",
     ),
-    ("VIS-NO-DEVICES", "error", "CUDA_VISIBLE_DEVICES exposes no GPU"),
+    ("VIS-NO-DEVICES", "error|info", "CUDA_VISIBLE_DEVICES exposes no GPU"),
     ("VIS-ENTRY-TRAILING", "warning", "An integer entry has trailing text that CUDA ignores"),
     ("VIS-UUID-SPACE", "warning", "White space around a UUID entry: the entry selects nothing"),
     ("VIS-UUID-CASE", "warning", "A lower-case 'gpu-'/'mig-' prefix: the entry selects nothing"),

@@ -15,6 +15,13 @@ NO_DEV_FILES = "NoDevFiles"
 # C's isspace() in the "C" locale: what strtoul skips, and what we trim. Python's
 # str.strip() also strips \x1c-\x1f and Unicode spaces, which C does not.
 C_SPACE = " \t\n\v\f\r"
+
+
+def hides_every_gpu_on_purpose(spec: str | None) -> bool:
+    """``CUDA_VISIBLE_DEVICES`` set to "no device" on purpose: empty, blank or NoDevFiles."""
+    return spec is not None and spec.strip(C_SPACE) in ("", NO_DEV_FILES)
+
+
 DIGITS = "0123456789"
 
 EntryKind = Literal["integer", "uuid"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpudiag.core.visibility.entries import C_SPACE, NO_DEV_FILES
+from gpudiag.core.visibility.entries import hides_every_gpu_on_purpose
 from gpudiag.core.visibility.findings import (
     explain,
     list_findings,
@@ -42,7 +42,7 @@ def resolve_visible(spec: str | None, order: str | None, snapshot: Snapshot) -> 
         targets = [(None, gpu_target(g, f"gpu:{g.uuid}", gpu_label(g))) for g in pool]
     else:
         entries = split(spec)
-        deliberate_none = not spec.strip(C_SPACE) or spec.strip(C_SPACE) == NO_DEV_FILES
+        deliberate_none = hides_every_gpu_on_purpose(spec)
         stop_at, dup_at = read_entries(entries, resolved_order)
         targets = []
         if dup_at is None:
