@@ -221,3 +221,21 @@ def test_empty_mask_follows_the_jobs_intent(extra: list[str], code: int, severit
     assert result.exit_code == code, result.output
     found = [f for f in json.loads(result.stdout)["findings"] if f["code"] == "VIS-NO-DEVICES"]
     assert [f["severity"] for f in found] == [severity]
+
+
+@pytest.mark.parametrize(
+    ("launcher", "warned"),
+    [("accelerate", False), ("torchrun", False), ("deepspeed", False), ("slurm", True)],
+)
+def test_a_chosen_launcher_that_sets_torchs_variables_is_not_told_to_run_torchrun(
+    monkeypatch: pytest.MonkeyPatch, launcher: str, warned: bool
+) -> None:
+    # Inside an allocation (srun), `check --launcher accelerate` warned "Run torchrun
+    # inside srun" although accelerate launch sets RANK and the rest (issue 20).
+    for var, value in (("SLURM_JOB_ID", "1"), ("SLURM_PROCID", "0"), ("SLURM_NTASKS", "1"),
+                       ("SLURM_LOCALID", "0"), ("SLURM_NODEID", "0")):  # fmt: skip
+        monkeypatch.setenv(var, value)
+    args = ["check", "--snapshot", str(fixture_path("a100x8")), "--launcher", launcher]
+    result = CliRunner().invoke(main, [*args, "--nproc-per-node", "2", "--json"])
+    codes = [f["code"] for f in json.loads(result.stdout)["findings"]]
+    assert ("DDP-LAUNCHER-ENV-MISSING" in codes) is warned, codes

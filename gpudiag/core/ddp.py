@@ -61,7 +61,7 @@ from gpudiag.findings.texts import NCCL_NO_GPU as NCCL_NO_GPU
 from gpudiag.findings.texts import NCCL_NOT_BUILT as NCCL_NOT_BUILT
 from gpudiag.findings.texts import duplicate_gpu_text as duplicate_gpu_text
 from gpudiag.launch.reader import Launch, read_launch
-from gpudiag.launch.table import has_launcher_vars
+from gpudiag.launch.table import SETS_TORCH_ENV, has_launcher_vars
 from gpudiag.model import Finding, Resolution, Severity, Snapshot
 
 __all__ = [
@@ -301,7 +301,14 @@ def validate_ddp(
         out += rendezvous_findings(launch, env)  # under or before an MPI launch
     elif missing and launch.inside and launch.launcher not in ("slurm", "env"):
         pass  # Horovod rendezvouses on its own (HOROVOD_GLOO_RENDEZVOUS_ADDR)
-    elif missing and under_srun and not under_torchrun:
+    elif (
+        missing
+        and under_srun
+        and not under_torchrun
+        # A chosen launcher that sets torch's variables itself (accelerate, torchrun or
+        # deepspeed inside srun) needs no "run torchrun" (issue 20): DDP-NOT-LAUNCHED.
+        and not (launch.chosen and launch.launcher in SETS_TORCH_ENV)
+    ):
         out.append(
             Finding(
                 code="DDP-LAUNCHER-ENV-MISSING",
