@@ -131,6 +131,18 @@ CASES: list[tuple[str, Snapshot, str | None, str | None, list[tuple[str, str]]]]
         [("HEALTH-DRIVER-TOO-OLD", "warning")],
     ),
     (
+        # CUDA 10 has no minor-version compatibility (issue 20): 10.2 on a 10.1 driver fails.
+        "driver-cuda10-minor-too-old",
+        replace(
+            A100,
+            cuda_driver_version="10.1",
+            torch=replace(A100.torch, cuda_version="10.2"),  # type: ignore[arg-type]
+        ),
+        "0",
+        None,
+        [("HEALTH-DRIVER-TOO-OLD", "error")],
+    ),
+    (
         "arch-unsupported",
         replace(A100, torch=replace(A100.torch, arch_list=("sm_70", "sm_75", "sm_90"))),  # type: ignore[arg-type]
         "0",

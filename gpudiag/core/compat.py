@@ -88,14 +88,22 @@ def driver_findings(snapshot: Snapshot) -> list[Finding]:
         f"torch {info.version or '?'} is built with CUDA {info.cuda_version}, but driver "
         f"{snapshot.driver_version or '?'} supports CUDA up to {snapshot.cuda_driver_version}"
     )
-    if runtime[0] > driver[0]:
+    # Minor-version compatibility exists from CUDA 11 on (NVIDIA's "CUDA Compatibility"
+    # guide, "Minor Version Compatibility"): a CUDA 10.2 torch on a 10.1 driver fails
+    # like a newer major does (issue 20: it was called compatible).
+    if runtime[0] > driver[0] or runtime[0] < 11:
         return [
             Finding(
                 code="HEALTH-DRIVER-TOO-OLD",
                 severity="error",
-                message=f"{where}: a newer major CUDA version needs a newer driver, so torch finds "
-                "no "
-                "usable GPU (torch.cuda.is_available() is False).",
+                message=f"{where}: "
+                + (
+                    "a newer major CUDA version needs a newer driver"
+                    if runtime[0] > driver[0]
+                    else f"CUDA {runtime[0]} has no minor-version compatibility (CUDA 11 "
+                    "brought it)"
+                )
+                + ", so torch finds no usable GPU (torch.cuda.is_available() is False).",
                 fix=f"Upgrade the NVIDIA driver to one supporting CUDA {info.cuda_version}, or "
                 f"install a torch build for CUDA {snapshot.cuda_driver_version} or older.",
                 predicts=INSUFFICIENT_DRIVER,
