@@ -93,6 +93,28 @@ def test_cpu_only_torch_on_a_gpu_node() -> None:
     assert finding.predicts == "AssertionError: Torch not compiled with CUDA enabled"
 
 
+@pytest.mark.parametrize(
+    ("driver_cuda", "wanted"),
+    [
+        ("11.4", "whl/cu118"),  # minor-version compatibility runs cu118 (a cu124 would not)
+        ("12.2", "whl/cu121"),
+        ("12.4", "whl/cu124"),
+        ("13.0", "whl/cu130"),
+        ("10.2", "upgrade the NVIDIA driver first"),
+    ],
+)
+def test_cpu_only_fix_names_a_build_the_driver_runs(driver_cuda: str, wanted: str) -> None:
+    # issue 20: the fix suggested cu124 to a machine whose driver is CUDA 11.4.
+    snap = _torch(
+        replace(load_fixture("a100x8"), cuda_driver_version=driver_cuda),
+        version="2.13.0+cpu", cuda_version=None, cpu_only=True, cuda_available=False,
+        device_count=0, devices=(),
+    )  # fmt: skip
+    (finding,) = [f for f in inventory_findings(snap) if f.code == "INV-TORCH-SEES-NONE"]
+    assert wanted in (finding.fix or "")
+    assert driver_cuda in (finding.fix or "")
+
+
 def test_empty_cuda_visible_devices_hides_everything() -> None:
     snap = _torch(load_fixture("a100x8"), device_count=0, cuda_available=False, devices=())
     snap = replace(snap, env={"CUDA_VISIBLE_DEVICES": "", "CUDA_DEVICE_ORDER": None})

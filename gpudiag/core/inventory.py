@@ -162,6 +162,37 @@ def _version_tuple(text: str | None) -> tuple[int, ...] | None:
         return None
 
 
+#: PyTorch's CUDA wheel indices (download.pytorch.org/whl/cuXYZ, listed on
+#: pytorch.org/get-started/previous-versions for torch 2.0-2.9).
+_WHEEL_CUDA = ((11, 8), (12, 1), (12, 4), (12, 6), (12, 8), (12, 9), (13, 0))
+
+
+def _cuda_build_fix(driver: tuple[int, ...] | None) -> str:
+    """Which CUDA build of torch to install on a driver supporting CUDA ``driver``.
+
+    The newest wheel index not newer than the driver; else, from CUDA 11 on, the oldest
+    of the same major (minor-version compatibility runs it: NVIDIA's "CUDA
+    Compatibility" guide). A cu124 suggestion on a CUDA 11.4 driver would not run
+    (issue 20).
+    """
+    head = "Install a CUDA build of torch that the driver supports (pytorch.org 'Get started')"
+    if driver is None:
+        return head + "."
+    fits = [v for v in _WHEEL_CUDA if v <= driver[:2]]
+    same_major = [v for v in _WHEEL_CUDA if v[0] == driver[0]]
+    pick = fits[-1] if fits else (same_major[0] if same_major and driver[0] >= 11 else None)
+    if pick is None:
+        return (
+            f"{head}: the driver supports only CUDA {'.'.join(map(str, driver[:2]))}, older "
+            "than any current torch build; upgrade the NVIDIA driver first."
+        )
+    index = f"cu{pick[0]}{pick[1]}"
+    return (
+        f"{head}: for this driver (CUDA {'.'.join(map(str, driver[:2]))}), "
+        f"`pip install torch --index-url https://download.pytorch.org/whl/{index}`."
+    )
+
+
 def _why_torch_sees_none(snapshot: Snapshot, info: TorchInfo) -> tuple[str, str, str | None, str]:
     """(severity, reason, predicts, fix) for "NVML sees GPUs, torch sees none"."""
     cvd = snapshot.cuda_visible_devices
@@ -170,9 +201,7 @@ def _why_torch_sees_none(snapshot: Snapshot, info: TorchInfo) -> tuple[str, str,
             "error",
             f"torch {info.version} is a CPU-only build",
             NOT_COMPILED,
-            "Install a CUDA build of torch that matches the driver (see pytorch.org "
-            "'Get started'), e.g. `pip install torch --index-url "
-            "https://download.pytorch.org/whl/cu124`.",
+            _cuda_build_fix(_version_tuple(snapshot.cuda_driver_version)),
         )
     if cvd is not None and (not cvd.strip() or cvd.strip() == "NoDevFiles"):
         return (
