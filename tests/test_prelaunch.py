@@ -566,3 +566,16 @@ def test_launched_under_mpi_is_not_called_a_plain_python(env: dict[str, str], ti
     assert "plain" not in finding.message
     assert f"{title}" in finding.message and "started this rank" in finding.message
     assert finding.fix is not None and "MASTER_ADDR and MASTER_PORT" in finding.fix
+
+
+def test_tf32_fix_does_not_say_the_flag_can_stay() -> None:
+    # issue 20: Hugging Face's --tf32 True raises on a V100; "can stay" was wrong.
+    report = run_check(load_fixture("v100x8"), tf32=True)
+    (f,) = [f for f in report.findings if f.code == "HEALTH-TF32-UNSUPPORTED"]
+    assert "can stay" not in (f.fix or "") and "Switch TF32 off" in (f.fix or "")
+    assert any(
+        a.endswith(
+            "ValueError: --tf32 requires Ampere or a newer GPU arch, cuda>=11 and torch>=1.7"
+        )
+        for a in f.predicts_also
+    )

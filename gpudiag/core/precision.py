@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from gpudiag.core.grouping import group_label, group_subject
 from gpudiag.core.health import parse_cc
 from gpudiag.errors import GpudiagInputError
+from gpudiag.findings.texts import HF_TF32_UNSUPPORTED
 from gpudiag.model import Finding, Gpu, Resolution, Snapshot
 
 MODEL_DTYPES = ("bf16", "fp16", "fp32")
@@ -72,15 +73,20 @@ def precision_findings(
                 message=f"TF32 is switched on, but {group_label(old)} {'have' if many else 'has'} "
                 f"compute capability {ccs}: TF32 needs 8.0+ (Ampere), so matmuls and "
                 "convolutions there run in plain fp32, with no speed-up and no warning.",
-                fix="For speed on "
+                fix="Switch TF32 off for "
                 + ("these GPUs" if many else "this GPU")
-                + " use fp16 autocast (--amp fp16: torch.autocast('cuda', dtype=torch.float16) "
-                "with a GradScaler) where they have tensor cores (7.0+), or run on compute "
-                "capability 8.0+ GPUs; allow_tf32 / set_float32_matmul_precision('high') can "
-                "stay, it does nothing here.",
+                + " (Hugging Face's --tf32 True refuses to start there; torch's allow_tf32 "
+                "flags do nothing), and for speed use fp16 autocast (--amp fp16: "
+                "torch.autocast('cuda', dtype=torch.float16) with a GradScaler) where they "
+                "have tensor cores (7.0+), or run on compute capability 8.0+ GPUs.",
                 predicts="no error and no speed-up: matmuls stay in fp32 (TF32 needs compute "
                 "capability 8.0+)",
                 subject=group_subject(old),
+                # issue 20: the fix said the flag "can stay", but transformers raises.
+                predicts_also=(
+                    "with Hugging Face's TrainingArguments(tf32=True) / --tf32 True: "
+                    + HF_TF32_UNSUPPORTED,
+                ),
             )
         )
     if amp == "fp16" and model_dtype == "bf16" and gpus:

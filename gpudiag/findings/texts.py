@@ -259,6 +259,15 @@ DDP_DEVICE_IDS_CPU = (
 #: torch 2.13 torch/utils/data/dataloader.py (DataLoader.__init__).
 SAMPLER_SHUFFLE = "ValueError: sampler option is mutually exclusive with shuffle"
 
+# ------------------------------------------------------------------- Hugging Face
+
+#: transformers' TrainingArguments.__post_init__ (training_args.py, 4.x): ``tf32=True``
+#: (``--tf32 True``) where ``is_torch_tf32_available()`` is False, i.e. the current
+#: device's compute capability is below 8.0.
+HF_TF32_UNSUPPORTED = (
+    "ValueError: --tf32 requires Ampere or a newer GPU arch, cuda>=11 and torch>=1.7"
+)
+
 #: rank 0's TCPStore on a taken port. The libuv backend (default since torch 2.4) and
 #: the socket backend before it (torch/csrc/distributed/c10d/socket.cpp, still used
 #: with USE_LIBUV=0) word it differently. Recorded on torch 2.11 (libuv).
