@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -239,3 +240,20 @@ def test_a_chosen_launcher_that_sets_torchs_variables_is_not_told_to_run_torchru
     result = CliRunner().invoke(main, [*args, "--nproc-per-node", "2", "--json"])
     codes = [f["code"] for f in json.loads(result.stdout)["findings"]]
     assert ("DDP-LAUNCHER-ENV-MISSING" in codes) is warned, codes
+
+
+def test_plans_hand_out_no_gpu_when_torch_sees_none(tmp_path: Path) -> None:
+    # issue 20: DP-DEVICES/DDP-PLAN mapped GPUs while INV-TORCH-SEES-NONE said torch
+    # (a CPU-only build) sees none, in the same report.
+    doc = json.loads(fixture_path("a100x8").read_text())
+    doc["torch"].update(version="2.13.0+cpu", cuda_version=None, cpu_only=True,
+                        cuda_available=False, device_count=0, devices=[])  # fmt: skip
+    snap = tmp_path / "cpu_torch.json"
+    snap.write_text(json.dumps(doc))
+    args = ["check", "--snapshot", str(snap), "--device-ids", "0,1", "--nproc-per-node", "2"]
+    result = CliRunner().invoke(main, [*args, "--json"])
+    found = {f["code"]: f for f in json.loads(result.stdout)["findings"]}
+    assert found["INV-TORCH-SEES-NONE"]["severity"] == "error"
+    assert "physical GPU" not in found["DP-DEVICES"]["message"]
+    assert found["DP-DEVICES"]["message"].startswith("DataParallel gets no GPU")
+    assert found["DDP-PLAN"]["message"].startswith("No rank gets a GPU")

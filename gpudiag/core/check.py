@@ -259,6 +259,8 @@ def run_check(
         snapshot, resolution, tf32=r.tf32, amp=r.amp, model_dtype=r.model_dtype
     )
 
+    if any(f.code == "INV-TORCH-SEES-NONE" and f.severity == "error" for f in findings):
+        findings = [_plan_without_gpus(f) for f in findings]
     if _cpu_job(r) and hides_every_gpu_on_purpose(resolution.spec):
         findings = [_cpu_job_no_devices(f) if f.code == "VIS-NO-DEVICES" else f for f in findings]
     final = _dedupe(findings)
@@ -269,6 +271,27 @@ def run_check(
         checks=tuple(checks),
         snapshot=snapshot,
     )
+
+
+def _plan_without_gpus(finding: Finding) -> Finding:
+    """A DataParallel/DDP plan when torch itself sees no GPU (INV-TORCH-SEES-NONE).
+
+    The plans map devices by CUDA's rules; handing out GPUs that torch cannot use
+    contradicted the error in the same report (issue 20).
+    """
+    if finding.code == "DP-DEVICES":
+        message = (
+            "DataParallel gets no GPU: torch sees none (INV-TORCH-SEES-NONE), so it keeps "
+            "the module on the CPU, and the script's .cuda()/.to('cuda') calls fail first."
+        )
+    elif finding.code == "DDP-PLAN":
+        message = (
+            "No rank gets a GPU: torch sees none (INV-TORCH-SEES-NONE), so every rank's "
+            "torch.cuda.set_device(local_rank) fails."
+        )
+    else:
+        return finding
+    return Finding(code=finding.code, severity=finding.severity, message=message)
 
 
 def _cpu_job(r: CheckRequest) -> bool:
