@@ -66,11 +66,28 @@ def torch_findings(
                     + ", ".join(TORCH_NVML_FUNCTIONS)
                     + ") take CUDA_VISIBLE_DEVICES integers as nvidia-smi indices and ignore "
                     f"CUDA_DEVICE_ORDER, so they would read the wrong GPU: {text}.",
-                    fix="Set CUDA_DEVICE_ORDER=PCI_BUS_ID, or select GPUs by UUID.",
+                    fix=_nvml_order_fix(snapshot),
                     subject="CUDA_VISIBLE_DEVICES",
                 )
             )
     return findings
+
+
+def _nvml_order_fix(snapshot: Snapshot) -> str:
+    """What makes torch's NVML functions read the right GPU.
+
+    PCI_BUS_ID makes CUDA number the GPUs as nvidia-smi does, unless a lost GPU shifts
+    CUDA's numbering: then only UUIDs do (issue 20: the fix said PCI_BUS_ID where it
+    was already set, and the warning stayed).
+    """
+    lost = [g.nvml_index for g in snapshot.gpus if g.lost]
+    if lost:
+        return (
+            "Select GPUs by UUID (`nvidia-smi -L`): lost GPU "
+            + ", ".join(map(str, lost))
+            + " shifts CUDA's numbering against nvidia-smi's, whatever CUDA_DEVICE_ORDER says."
+        )
+    return "Set CUDA_DEVICE_ORDER=PCI_BUS_ID, or select GPUs by UUID."
 
 
 _TORCH_COUNT_FIX = (

@@ -1,0 +1,28 @@
+"""Every fix gpudiag gives fixes: applying it removes the finding (issue 20, item 4)."""
+
+from __future__ import annotations
+
+from gpudiag.core.check import run_check
+
+from .conftest import load_fixture
+
+
+def _codes(fixture: str, **request: object) -> dict[str, str | None]:
+    report = run_check(load_fixture(fixture), **request)
+    return {f.code: f.fix for f in report.findings}
+
+
+def test_nvml_order_fix_pci_bus_id_fixes_it() -> None:
+    found = _codes("mixed4", visible="0,1", order=None)
+    assert "CUDA_DEVICE_ORDER=PCI_BUS_ID" in (found["VIS-TORCH-NVML-ORDER"] or "")
+    assert "VIS-TORCH-NVML-ORDER" not in _codes("mixed4", visible="0,1", order="PCI_BUS_ID")
+
+
+def test_nvml_order_fix_with_a_lost_gpu_is_uuids() -> None:
+    # PCI_BUS_ID is already set and the warning stays: the fix must not suggest it.
+    found = _codes("gpu_lost", visible="1,2", order="PCI_BUS_ID")
+    fix = found["VIS-TORCH-NVML-ORDER"] or ""
+    assert "PCI_BUS_ID" not in fix and fix.startswith("Select GPUs by UUID")
+    snap = load_fixture("gpu_lost")
+    uuids = ",".join(g.uuid for g in snap.gpus if g.nvml_index in (1, 3))
+    assert "VIS-TORCH-NVML-ORDER" not in _codes("gpu_lost", visible=uuids, order="PCI_BUS_ID")
