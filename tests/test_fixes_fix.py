@@ -26,3 +26,19 @@ def test_nvml_order_fix_with_a_lost_gpu_is_uuids() -> None:
     snap = load_fixture("gpu_lost")
     uuids = ",".join(g.uuid for g in snap.gpus if g.nvml_index in (1, 3))
     assert "VIS-TORCH-NVML-ORDER" not in _codes("gpu_lost", visible=uuids, order="PCI_BUS_ID")
+
+
+def test_torch_count_fix_when_unset_says_what_to_set() -> None:
+    # issue 20: the advice on how to *write* CUDA_VISIBLE_DEVICES did not apply when it
+    # is unset. Each fix, applied, leaves CUDA and torch counting alike.
+    lost = load_fixture("gpu_lost")
+    fix = _codes("gpu_lost", visible=None, order=None)["VIS-TORCH-COUNT"] or ""
+    assert fix.startswith("Set CUDA_VISIBLE_DEVICES to the healthy GPUs' UUIDs")
+    healthy = ",".join(g.uuid for g in lost.gpus if not g.lost and g.uuid)
+    assert "VIS-TORCH-COUNT" not in _codes("gpu_lost", visible=healthy, order=None)
+
+    mig = load_fixture("a100_mig")
+    fix = _codes("a100_mig", visible=None, order=None)["VIS-TORCH-COUNT"] or ""
+    assert fix.startswith("Set CUDA_VISIBLE_DEVICES to the MIG device to use")
+    one = next(m.uuid for g in mig.gpus for m in g.mig_devices)
+    assert "VIS-TORCH-COUNT" not in _codes("a100_mig", visible=one, order=None)

@@ -42,7 +42,9 @@ def torch_findings(
             )
         ]
     if view.count is not None and view.count != len(devices):
-        findings.append(_torch_count_finding(shown, view.count, devices, snapshot, cuinit_error))
+        findings.append(
+            _torch_count_finding(shown, view.count, devices, snapshot, cuinit_error, spec is None)
+        )
     if view.nvml_indices is not None:
         wrong = [
             (d, view.nvml_indices[d.cuda_ordinal])
@@ -97,12 +99,34 @@ _TORCH_COUNT_FIX = (
 )
 
 
+def _unset_count_fix(snapshot: Snapshot) -> str:
+    """The fix when CUDA_VISIBLE_DEVICES is unset: there is no value to rewrite (issue 20:
+    the advice on how to write it did not apply), so say which value to set."""
+    lost = [g.nvml_index for g in snapshot.gpus if g.lost]
+    if lost:
+        return (
+            "Set CUDA_VISIBLE_DEVICES to the healthy GPUs' UUIDs (`nvidia-smi -L`): torch "
+            f"also counts lost GPU {', '.join(map(str, lost))}, CUDA does not; or reset the "
+            "GPU or reboot to bring it back."
+        )
+    if any(g.mig_enabled and g.mig_devices for g in snapshot.gpus):
+        return (
+            "Set CUDA_VISIBLE_DEVICES to the MIG device to use, by its UUID (MIG-…, from "
+            "`nvidia-smi -L`): a CUDA process enumerates one MIG device, torch counts more."
+        )
+    return (
+        "Set CUDA_VISIBLE_DEVICES to the GPUs to use, by UUID (`nvidia-smi -L`), so torch "
+        "and CUDA count the same devices."
+    )
+
+
 def _torch_count_finding(
     shown: str,
     torch_count: int,
     devices: Sequence[VisibleDevice],
     snapshot: Snapshot,
     cuinit_error: str | None,
+    unset: bool = False,
 ) -> Finding:
     """torch.cuda.device_count() (from NVML, before CUDA initialises) differs from CUDA.
 
@@ -113,6 +137,7 @@ def _torch_count_finding(
     the GPU for upper-case, dash-free, over-long UUIDs and 2^32.
     """
     cuda_count = len(devices)
+    fix = _unset_count_fix(snapshot) if unset else _TORCH_COUNT_FIX
     head = (
         f"With CUDA_VISIBLE_DEVICES={shown}, torch.cuda.device_count() returns {torch_count} "
         f"(torch reads the value itself, with NVML, before CUDA initialises)"
@@ -124,7 +149,7 @@ def _torch_count_finding(
             severity="warning",
             message=f"{head}, but CUDA exposes no device: torch.cuda.is_available() is False "
             "and the first CUDA call raises.",
-            fix=_TORCH_COUNT_FIX,
+            fix=fix,
             predicts=cuinit_failure_text(cuinit_error),
             subject="CUDA_VISIBLE_DEVICES",
         )
@@ -136,7 +161,7 @@ def _torch_count_finding(
             "so code that counts devices (DataParallel, spawn loops, "
             "torchrun --nproc-per-node=gpu) silently runs on the CPU, and "
             "torch.cuda.get_device_properties(0) fails.",
-            fix=_TORCH_COUNT_FIX,
+            fix=fix,
             predicts=INVALID_DEVICE_ID,
             subject="CUDA_VISIBLE_DEVICES",
         )
@@ -147,7 +172,7 @@ def _torch_count_finding(
         message=f"{head}, but CUDA exposes {cuda_count}; code that sizes its work from it "
         "(DataParallel, torchrun --nproc-per-node=gpu, spawn loops) "
         + (f"fails on cuda:{cuda_count}." if more else "leaves GPUs unused."),
-        fix=_TORCH_COUNT_FIX,
+        fix=fix,
         # get_device_properties (DataParallel) asserts; set_device(k) is a CUDA error.
         predicts=PROPERTIES_ASSERT if more else None,
         predicts_also=(
