@@ -42,3 +42,22 @@ def test_torch_count_fix_when_unset_says_what_to_set() -> None:
     assert fix.startswith("Set CUDA_VISIBLE_DEVICES to the MIG device to use")
     one = next(m.uuid for g in mig.gpus for m in g.mig_devices)
     assert "VIS-TORCH-COUNT" not in _codes("a100_mig", visible=one, order=None)
+
+
+def test_torch_count_fix_for_a_value_old_torch_cannot_read_is_upgrade() -> None:
+    # issue 20: a MIG UUID under torch 1.13 (which reads integers only) got "write it as
+    # nvidia-smi -L prints it", which it already was. The fix is a newer torch.
+    from dataclasses import replace
+
+    from gpudiag.model import TorchInfo
+
+    mig = load_fixture("a100_mig")
+    one = next(m.uuid for g in mig.gpus for m in g.mig_devices)
+
+    def report(version: str) -> dict[str, str | None]:
+        snap = replace(mig, torch=TorchInfo(version=version, cuda_version="11.7"))
+        return {f.code: f.fix for f in run_check(snap, visible=one, order=None).findings}
+
+    fix = report("1.13.1")["VIS-TORCH-COUNT"] or ""
+    assert fix.startswith("Upgrade torch: 2.13.0 reads this value as CUDA does")
+    assert "VIS-TORCH-COUNT" not in report("2.13.0")

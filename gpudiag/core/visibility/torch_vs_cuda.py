@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from gpudiag.core.visibility.entries import quote_value as _q
 from gpudiag.core.visibility.torch_reading import TORCH_NVML_FUNCTIONS, torch_view
@@ -43,7 +44,7 @@ def torch_findings(
         ]
     if view.count is not None and view.count != len(devices):
         findings.append(
-            _torch_count_finding(shown, view.count, devices, snapshot, cuinit_error, spec is None)
+            _torch_count_finding(shown, view.count, devices, snapshot, cuinit_error, spec)
         )
     if view.nvml_indices is not None:
         wrong = [
@@ -99,6 +100,29 @@ _TORCH_COUNT_FIX = (
 )
 
 
+#: The newest torch the version model knows (torch_reading.py): "upgrade" means to it.
+CURRENT_TORCH = "2.13.0"
+
+
+def _count_fix(spec: str | None, cuda_count: int, snapshot: Snapshot) -> str:
+    """The fix that makes torch count what CUDA exposes."""
+    if spec is None:
+        return _unset_count_fix(snapshot)
+    version = snapshot.torch.version if snapshot.torch is not None else None
+    if version is not None and snapshot.torch is not None:
+        # A current torch (the version model's newest reading) counts it as CUDA does:
+        # the value is right and the old torch's parser is the problem (issue 20: the fix
+        # for a MIG UUID under torch 1.13 said to write the UUID as nvidia-smi does).
+        current = replace(snapshot, torch=replace(snapshot.torch, version=CURRENT_TORCH))
+        if torch_view(spec, current).count in (None, cuda_count):
+            return (
+                f"Upgrade torch: {CURRENT_TORCH} reads this value as CUDA does, torch "
+                f"{version} does not. Or write CUDA_VISIBLE_DEVICES in a form torch {version} "
+                "reads (integer indices)."
+            )
+    return _TORCH_COUNT_FIX
+
+
 def _unset_count_fix(snapshot: Snapshot) -> str:
     """The fix when CUDA_VISIBLE_DEVICES is unset: there is no value to rewrite (issue 20:
     the advice on how to write it did not apply), so say which value to set."""
@@ -126,7 +150,7 @@ def _torch_count_finding(
     devices: Sequence[VisibleDevice],
     snapshot: Snapshot,
     cuinit_error: str | None,
-    unset: bool = False,
+    spec: str | None = "",
 ) -> Finding:
     """torch.cuda.device_count() (from NVML, before CUDA initialises) differs from CUDA.
 
@@ -137,7 +161,7 @@ def _torch_count_finding(
     the GPU for upper-case, dash-free, over-long UUIDs and 2^32.
     """
     cuda_count = len(devices)
-    fix = _unset_count_fix(snapshot) if unset else _TORCH_COUNT_FIX
+    fix = _count_fix(spec, cuda_count, snapshot)
     head = (
         f"With CUDA_VISIBLE_DEVICES={shown}, torch.cuda.device_count() returns {torch_count} "
         f"(torch reads the value itself, with NVML, before CUDA initialises)"
