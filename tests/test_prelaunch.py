@@ -481,7 +481,14 @@ def test_same_health_finding_on_many_gpus_is_one() -> None:
             "error",
             "passed by hand",
         ),
-        ({"dev_nvidia": ("nvidia0",), "proc_driver_nvidia": True}, None, None, None),
+        # --privileged: the host's devices and driver show through, its libraries do not
+        # (NVML's library is missing): not "install the driver" (issue 20).
+        (
+            {"dev_nvidia": ("nvidia0",), "proc_driver_nvidia": True},
+            "HOST-CONTAINER-NO-GPU",
+            "error",
+            "--privileged",
+        ),
         ({"dev_dxg": True, "container_marks": ()}, None, None, None),  # WSL 2
         ({"dev_nvidia": None}, None, None, None),  # /dev unreadable: say nothing
         ({"platform": "Darwin", "container_marks": ()}, "HOST-NO-NVIDIA-GPU", "warning", "macOS"),
@@ -514,6 +521,19 @@ def test_no_gpu_split(
         assert "Found no NVIDIA driver" in (found[0].predicts or "") or "macOS" in found[0].message
     # A reachable GPU silences every one of them.
     assert host.host_findings(dataclasses.replace(load_fixture("v100x8"), host=snap.host)) == []
+
+
+def test_privileged_container_rule_needs_the_missing_library() -> None:
+    import dataclasses
+
+    from gpudiag.model import SourceStatus
+
+    snap = load_fixture("container_no_gpu")
+    assert snap.host is not None
+    priv = dataclasses.replace(snap.host, dev_nvidia=("nvidia0",), proc_driver_nvidia=True)
+    # NVML present but failing otherwise (the runtime mounted it): no HOST- finding.
+    sources = {**snap.sources, "nvml": SourceStatus("error", "Driver/library version mismatch")}
+    assert host.host_findings(dataclasses.replace(snap, host=priv, sources=sources)) == []
 
 
 def test_unknown_script_predicts_both_first_failures() -> None:

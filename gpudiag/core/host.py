@@ -54,6 +54,12 @@ def _predicts(snapshot: Snapshot) -> str:
     return NOT_COMPILED if torch is not None and torch.cpu_only else NO_DRIVER
 
 
+def _nvml_library_missing(snapshot: Snapshot) -> bool:
+    """NVML's library could not be loaded (gpudiag.backends.nvml words it so)."""
+    nvml = snapshot.sources.get("nvml")
+    return nvml is not None and "library not found" in (nvml.reason or "")
+
+
 def _nvml_reason(snapshot: Snapshot) -> str:
     nvml = snapshot.sources.get("nvml")
     return f" (NVML: {nvml.reason})" if nvml is not None and nvml.reason else ""
@@ -111,6 +117,22 @@ def host_findings(snapshot: Snapshot) -> list[Finding]:
                 fix="Start the container through the NVIDIA runtime (docker run --gpus all, "
                 "--runtime=nvidia) instead of --device /dev/nvidia0, and keep "
                 "NVIDIA_DRIVER_CAPABILITIES at compute,utility or all.",
+                predicts=_predicts(snapshot),
+            )
+        ]
+    if marks and has_devices and host.proc_driver_nvidia and _nvml_library_missing(snapshot):
+        # A --privileged container: the host's device files and /proc/driver/nvidia show
+        # through, the driver's libraries do not; "install the driver" was the only
+        # finding (issue 20), but the container was started without the NVIDIA runtime.
+        return [
+            Finding(
+                code="HOST-CONTAINER-NO-GPU",
+                severity="error",
+                message=f"This is a container ({', '.join(marks)}) that sees the host's NVIDIA "
+                "device files and driver (/dev/nvidia*, /proc/driver/nvidia: as a --privileged "
+                "container does) but not the driver's libraries"
+                f"{_nvml_reason(snapshot)}: it was not started through the NVIDIA runtime.",
+                fix=_CONTAINER_FIX + " --privileged shows the devices, not the libraries.",
                 predicts=_predicts(snapshot),
             )
         ]
