@@ -68,7 +68,7 @@ REPORTED = [
         "no_nvidia_gpu",
         [],
         {},
-        0,
+        1,  # a GPU check with no GPU fails (CHECK-NO-GPU; issue 20)
         "HOST-NO-NVIDIA-GPU",
         "Found no NVIDIA driver on your system",
     ),

@@ -69,7 +69,10 @@ _COMMANDS = {
     "list --json": ["-m", "gpudiag", "list", "--json"],
     "guard": [
         "-c",
-        "import gpudiag; r = gpudiag.guard(); print('torch', r.snapshot.torch.version)",
+        # guard() raises where the machine has no GPU (CHECK-NO-GPU): the report is in
+        # the error then; either way torch must not have been imported.
+        "import gpudiag\ntry:\n    r = gpudiag.guard()\nexcept gpudiag.GpuConfigError as e:\n"
+        "    r = e.report\nprint('torch', r.snapshot.torch.version)",
     ],
 }
 

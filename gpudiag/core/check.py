@@ -263,6 +263,24 @@ def run_check(
         findings = [_plan_without_gpus(f) for f in findings]
     if _cpu_job(r) and hides_every_gpu_on_purpose(resolution.spec):
         findings = [_cpu_job_no_devices(f) if f.code == "VIS-NO-DEVICES" else f for f in findings]
+    if (
+        not resolution.devices
+        and not _cpu_job(r)
+        and not any(f.severity == "error" for f in findings)
+    ):
+        # A GPU check with no GPU is not OK (nvidia-smi, gpustat and nvitop exit 1 too;
+        # issue 20): the warnings above say why, this makes the gate fail.
+        findings.append(
+            Finding(
+                code="CHECK-NO-GPU",
+                severity="error",
+                message="No CUDA device is visible to the job: torch.cuda.is_available() is "
+                "False, so a GPU job fails at its first CUDA call or runs on the CPU.",
+                fix="Run the job where GPUs are (the findings above say why there are none "
+                "here). A CPU job with torch.distributed: check it with --backend gloo.",
+                predicts=None,
+            )
+        )
     final = _dedupe(findings)
     return Report(
         ok=not any(f.severity == "error" for f in final),

@@ -268,6 +268,7 @@ _PRECISION: _Rows = (
 
 _CHECK: _Rows = (
     ("CHECK-EXPECT-GPUS", "error", "the number of visible GPUs differs from --expect-gpus"),
+    ("CHECK-NO-GPU", "error", "no CUDA device is visible to the job, and nothing else says why"),
 )
 
 _API: _Rows = (
