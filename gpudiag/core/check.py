@@ -269,14 +269,14 @@ def run_check(
         and not any(f.severity == "error" for f in findings)
     ):
         # A GPU check with no GPU is not OK (nvidia-smi, gpustat and nvitop exit 1 too;
-        # issue 20): the warnings above say why, this makes the gate fail.
+        # issue 20): the other findings say why, this makes the gate fail.
         findings.append(
             Finding(
                 code="CHECK-NO-GPU",
                 severity="error",
                 message="No CUDA device is visible to the job: torch.cuda.is_available() is "
                 "False, so a GPU job fails at its first CUDA call or runs on the CPU.",
-                fix="Run the job where GPUs are (the findings above say why there are none "
+                fix="Run the job where GPUs are (the other findings say why there are none "
                 "here). A CPU job with torch.distributed: check it with --backend gloo.",
                 predicts=None,
             )
