@@ -31,7 +31,13 @@ from gpudiag.probes.merge import result_for
 from gpudiag.probes.plan import Device, ProbePlan
 from gpudiag.probes.rendezvous import rendezvous_token
 from gpudiag.probes.results import PROBE_NAMES, ProbeName, ProbeReport
-from gpudiag.probes.tempdirs import cleanup, make_run_dir, remove_stale_dirs, terminate_as_exit
+from gpudiag.probes.tempdirs import (
+    cleanup,
+    make_run_dir,
+    remove_stale_dirs,
+    signals_held,
+    terminate_as_exit,
+)
 
 #: ``--timeout`` may not exceed this (docs/probes.md): probes are short, and a
 #: larger value would let a hung probe hold GPUs for a whole allocation.
@@ -75,6 +81,10 @@ def run_probes(
 
     Every child is killed (its whole process group) and the temp dir removed
     before this returns, whatever happened.
+
+    Raises:
+        GpudiagInputError: the private temp dir or a worker's files cannot be
+            created (the real error, in one line).
     """
     started = time.monotonic()
     launch = plan.launch
@@ -85,21 +95,27 @@ def run_probes(
     assignments = _assign(plan, rank, world_size)
     remove_stale_dirs()
     children: list[Child] = []
+    tmp: Path | None = None
     # The SIGTERM handler spans the cleanup: a second SIGTERM during it must not
     # fall back to the default action (killed, children and temp dir left).
     with terminate_as_exit():
-        tmp = make_run_dir()
         try:
+            # Held: a signal delivered between creating the dir and naming it here
+            # would leave it behind (issue 21).
+            with signals_held():
+                tmp = make_run_dir()
             threads = _threads_per_child(
                 len(assignments), launch.local_world_size if launch is not None else None
             )
             run_id = uuid.uuid4().hex[:12]  # one per run: every rank's key prefix
             token = rendezvous_token(launch, os.environ)
             for child_rank, probes in assignments:
-                children.append(
-                    spawn(plan, tmp, child_rank, world_size, probes, threads, run_id, token)
-                )
-                children[-1].on_event = on_event
+                try:
+                    child = spawn(plan, tmp, child_rank, world_size, probes, threads, run_id, token)
+                except OSError as exc:  # a full TMPDIR, no processes left (issue 21)
+                    raise GpudiagInputError(f"cannot start a probe worker: {exc}") from exc
+                child.on_event = on_event
+                children.append(child)
             outcome = monitor(children, plan.timeout_s)
         finally:
             cleanup(children, tmp)
