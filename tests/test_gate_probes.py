@@ -112,6 +112,106 @@ def test_sigterm_cleans_up(tmp_path: Path) -> None:
     assert _workers_in(tmp_path) == []
 
 
+def _default_signals() -> None:
+    # The dispositions a job meets in a terminal (the test runner may have been
+    # started with SIGHUP ignored, under nohup).
+    for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
+        signal.signal(signum, signal.SIG_DFL)
+
+
+@pytest.mark.parametrize("name", ["SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2"])
+def test_terminating_signals_clean_up_like_sigterm(tmp_path: Path, name: str) -> None:
+    # Issue 21: their default action killed gpudiag with the temp dir and, until
+    # PDEATHSIG fired, the workers left. Sent twice: the second must not cut the
+    # cleanup short.
+    signum = getattr(signal, name)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpudiag", "probe", "single", "--device", "cpu"],
+        env=_env(tmp_path, GPUDIAG_PROBE_FAULT="hang:single"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_default_signals,
+    )
+    try:
+        _wait_for_probe_start(tmp_path, proc)
+        proc.send_signal(signum)
+        proc.send_signal(signum)
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + signum, err
+    assert "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []
+    assert _workers_in(tmp_path) == []
+
+
+def test_an_ignored_sighup_stays_ignored(tmp_path: Path) -> None:
+    # `nohup gpudiag probe ...` must survive the terminal closing.
+    def ignore_hup() -> None:
+        _default_signals()
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpudiag", "probe", "single", "--device", "cpu"],
+        env=_env(tmp_path, GPUDIAG_PROBE_FAULT="hang:single"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=ignore_hup,
+    )
+    try:
+        _wait_for_probe_start(tmp_path, proc)
+        proc.send_signal(signal.SIGHUP)
+        time.sleep(1.0)
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_terminate_as_exit_keeps_a_callers_own_handler() -> None:
+    # A training script's SIGUSR1 hook (Slurm's --signal) is the caller's to keep.
+    seen: list[int] = []
+    previous = signal.signal(signal.SIGUSR1, lambda signum, frame: seen.append(signum))
+    try:
+        with tempdirs.terminate_as_exit():
+            signal.raise_signal(signal.SIGUSR1)
+        assert seen == [signal.SIGUSR1]
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+
+
+def test_a_signal_just_after_the_dir_is_made_still_removes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The signal is held while the dir is made and delivered when the hold ends: it
+    # used to raise before the runner had the dir's name, which then stayed.
+    real_mkdtemp = tempdirs.tempfile.mkdtemp
+
+    def mkdtemp_then_signal(*args: object, **kwargs: object) -> str:
+        made = real_mkdtemp(*args, **kwargs)  # type: ignore[call-overload]
+        os.kill(os.getpid(), signal.SIGTERM)  # pending: signals are held here
+        return str(made)
+
+    monkeypatch.setattr(tempdirs.tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(tempdirs.tempfile, "mkdtemp", mkdtemp_then_signal)
+    saved = {s: signal.getsignal(s) for s in tempdirs.TERMINATING_SIGNALS}
+    try:
+        with pytest.raises(SystemExit) as exited:
+            run_probes(ProbePlan(probes=("single",), device="cpu", timeout_s=30))
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)  # type: ignore[arg-type]
+    assert exited.value.code == 128 + signal.SIGTERM
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_crashed_workers_last_lines_are_in_the_report(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -88,7 +88,12 @@ def _workers_mentioning(text: str) -> list[int]:
 
 
 def _assert_nothing_left(tmpdir: Path, pids: list[int]) -> None:
-    assert not list(tmpdir.glob("gpudiag-probe-*")), list(tmpdir.iterdir())
+    # Nothing at all: no gpudiag-probe-* dir, no rendezvous secret, no torch cache
+    # (issue 21: an empty torchinductor_<user> was left after every probe). torchrun's
+    # own log dir is torchrun's (torch/distributed/elastic/multiprocessing/api.py:
+    # tempfile.mkdtemp(prefix="torchelastic_"), never removed), not the probe's.
+    left = [p for p in tmpdir.iterdir() if not p.name.startswith("torchelastic_")]
+    assert left == []
     assert _workers_mentioning(str(tmpdir)) == []
     for pid in pids:
         with pytest.raises(ProcessLookupError):
@@ -286,23 +291,25 @@ sys.meta_path.insert(0, _Finder())
 def test_device_cpu_never_touches_a_present_gpu(tmp_path: Path) -> None:
     site = tmp_path / "fakegpu"
     site.mkdir()
+    tmpdir = tmp_path / "tmp"  # TMPDIR holds nothing but what the probe might leave
+    tmpdir.mkdir()
     (site / "sitecustomize.py").write_text(FAKE_GPU_SITECUSTOMIZE)
     # The fake is live: a child that does not hide the GPU sees one.
     probe = subprocess.run(
         [PY, "-c", "import torch; print(torch.cuda.device_count())"],
-        env={**_env(tmp_path), "PYTHONPATH": str(site)},
+        env={**_env(tmpdir), "PYTHONPATH": str(site)},
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
     )
     assert probe.stdout.strip() == "1", probe.stderr
-    proc = _run(["all", "--device", "cpu", "--json"], _env(tmp_path, PYTHONPATH=str(site)))
+    proc = _run(["all", "--device", "cpu", "--json"], _env(tmpdir, PYTHONPATH=str(site)))
     assert proc.returncode == OK, proc.stdout + proc.stderr
     doc = json.loads(proc.stdout)
     assert [p["status"] for p in doc["probes"]] == ["pass"] * 4
     assert _probe(doc, "dp")["figures"]["dp_path"] == "module-direct"
-    _assert_nothing_left(tmp_path, [])
+    _assert_nothing_left(tmpdir, [])
 
 
 @pytest.mark.parametrize(

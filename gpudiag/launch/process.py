@@ -9,6 +9,8 @@ line, exit 2). Both read each variable with the same reader
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import cast
@@ -38,7 +40,9 @@ class LaunchEnv:
         world_size: WORLD_SIZE, else the launcher's size variable.
         local_rank: LOCAL_RANK, else the launcher's local rank (0 when unset).
         node_rank: GROUP_RANK or the launcher's node variable, if set.
-        run_id: a store key prefix unique to this job step.
+        run_id: a store key prefix unique to this job step: the launcher's own
+            run id and the job ids of the scheduler and MPI around it
+            (:func:`job_run_id`).
         local_world_size: ranks on this node, when the launcher says.
         master_addr, master_port: where the ranks meet (MASTER_ADDR/MASTER_PORT, or
             the one-node default under MPI and Horovod, docs/launchers.md).
@@ -142,11 +146,56 @@ def detect_launch(environ: Mapping[str, str]) -> LaunchEnv | None:
         world_size,
         local_rank,
         node_rank,
-        SPECS[name].run_id_for(environ),
+        job_run_id(name, environ),
         local_world_size,
         addr,
         port,
     )
+
+
+#: Job ids every rank of one job shares, whichever launcher started the ranks
+#: (issue 21: the Slurm job id was ignored under torchrun or mpirun, and MPICH's
+#: run id was the constant ``mpich``). Slurm: ``SLURM_JOB_ID`` (the allocation;
+#: ``SLURM_STEP_ID`` only where srun started every rank, the ``slurm`` row: under
+#: mpirun in a batch job the ranks on the first node are in the batch step and
+#: the others in the step of the daemons srun started, and would never meet).
+#: Open MPI: ``PMIX_NAMESPACE`` (5.x, PMIx; recorded from 5.0.11:
+#: ``prterun-<host>-<pid>@1``), ``OMPI_MCA_ess_base_jobid`` (1.7 to 4.x,
+#: ``orte/mca/odls/base/odls_base_default_fns.c`` sets it for every rank),
+#: ``OMPI_MCA_orte_ess_jobid`` (up to 1.6). Intel MPI: ``I_MPI_HYDRA_UUID``.
+#: MPICH's Hydra sets no job id (``src/pm/hydra/proxy/pmip_cb.c`` sets only
+#: ``PMI_RANK``/``PMI_SIZE``/``PMI_FD`` or ``PMI_PORT``/``PMI_ID``,
+#: ``MPI_LOCALRANKID``, ``MPI_LOCALNRANKS`` and ``PMI_HOSTNAME``).
+JOB_ID_VARS = (
+    "SLURM_JOB_ID",
+    "PMIX_NAMESPACE",
+    "OMPI_MCA_ess_base_jobid",
+    "OMPI_MCA_orte_ess_jobid",
+    "I_MPI_HYDRA_UUID",
+)
+#: A run id is a store key prefix and part of every arrival's MAC: kept short and
+#: printable; anything else is replaced by its hash.
+_RUN_ID_MAX = 160
+_RUN_ID_TEXT = re.compile(r"[A-Za-z0-9._:@=+-]*")
+
+
+def job_run_id(name: str, environ: Mapping[str, str]) -> str:
+    """The run id of launcher ``name``'s job step: its table row's variables
+    (``torchrun-<TORCHELASTIC_RUN_ID>-<restart>``, ``slurm-<job>-<step>``...) then
+    each :data:`JOB_ID_VARS` that is set and not already among them, as
+    ``VAR=value``. Every rank of one job computes the same one."""
+    spec = SPECS[name]
+    parts = [spec.run_id_for(environ)]
+    parts += [
+        f"{var}={environ[var].strip()}"
+        for var in JOB_ID_VARS
+        if var not in spec.run_id and environ.get(var, "").strip()
+    ]
+    run_id = "-".join(parts)
+    if len(run_id) > _RUN_ID_MAX or not _RUN_ID_TEXT.fullmatch(run_id):
+        digest = hashlib.sha256(run_id.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+        return f"{spec.run_id_prefix or spec.name}-h{digest}"
+    return run_id
 
 
 def _env_int(environ: Mapping[str, str], name: str, default: int | None = None) -> int:

@@ -107,6 +107,11 @@ class Child:
         except OSError:
             return
         lines = [line.strip() for line in text.splitlines() if line.strip()]
+        if not lines:
+            # A worker that could not write even its log (a full TMPDIR) was
+            # reported as "no output" (issue 21): say why there is none.
+            full = _full_disk(self.log_path.parent)
+            lines = [full] if full else []
         self.tail_lines = tuple(line[:300] for line in lines[-LOG_TAIL_LINES:])
 
     def log_tail(self) -> str:
@@ -114,6 +119,17 @@ class Child:
         if self.tail_lines is None:
             self.capture_log()
         return " | ".join(self.tail_lines or ())
+
+
+def _full_disk(path: Path) -> str | None:
+    """A note when ``path``'s file system has no room left (blocks or inodes)."""
+    try:
+        info = os.statvfs(path)
+    except OSError:
+        return None
+    if info.f_bavail * info.f_frsize >= 64 * 1024 and (info.f_files == 0 or info.f_favail > 0):
+        return None
+    return f"no log: the temp dir's file system is full ({path.parent}: No space left on device)"
 
 
 @dataclass(frozen=True)
@@ -171,6 +187,14 @@ def spawn(
         # every GPU from CUDA and torch before either initialises.
         env["CUDA_VISIBLE_DEVICES"] = ""
     env["OMP_NUM_THREADS"] = str(threads)
+    # Whatever torch writes to the temp dir lands in the run's private dir and goes
+    # with it (issue 21: importing torch._dynamo left an empty torchinductor_<user>
+    # behind after every probe; torch 2.13's _inductor/runtime/cache_dir_utils.py
+    # reads TORCHINDUCTOR_CACHE_DIR, else tempfile.gettempdir(), and
+    # TRITON_CACHE_DIR, else a dir under the former).
+    env["TMPDIR"] = str(tmp)
+    env["TORCHINDUCTOR_CACHE_DIR"] = str(tmp / "torchinductor")
+    env["TRITON_CACHE_DIR"] = str(tmp / "triton")
     if launch is not None and launch.master_addr and launch.master_port is not None:
         # The worker's env store reads these (the one-node MPI default included).
         env["MASTER_ADDR"] = launch.master_addr

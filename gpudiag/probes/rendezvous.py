@@ -4,7 +4,7 @@ Every rank publishes its row (host, pid, the physical GPU behind ``cuda:<local_r
 in a key-value store (a FileStore, or a TCPStore bound to MASTER_ADDR only), signed with
 an HMAC under the job's token, and waits for every other rank's; a forged arrival is
 refused and reported. Rank 0 hosts the TCPStore and leaves it last. The job's token
-itself is chosen here too (``rendezvous_token``), by the parent before it starts ranks.
+is chosen by the parent before it starts ranks (:mod:`gpudiag.probes.jobtoken`).
 """
 
 from __future__ import annotations
@@ -34,22 +34,20 @@ if TYPE_CHECKING:
 COLLECTIVE_GRACE_S = 30.0
 _POLL_S = 0.05
 #: The per-job secret every arrival is signed with (docs/probes.md). The parent
-#: sets it for its children: GPUDIAG_RDZV_TOKEN when the user exported one,
-#: else one derived from the launcher's run id, or a random one when
-#: self-launched.
+#: sets it for its children, as :mod:`gpudiag.probes.jobtoken` chooses it.
 RDZV_TOKEN_ENV = "GPUDIAG_RDZV_TOKEN"
 
 
 def rendezvous_token(launch: LaunchEnv | None, environ: Mapping[str, str]) -> str:
-    """The secret every ddp arrival is signed with; the same on every rank.
+    """A token without a private channel between the ranks; the same on every rank.
 
-    ``GPUDIAG_RDZV_TOKEN`` when the user exported one (the strong choice on a
-    shared host: every rank inherits it, no other user can read it). Under a
-    launcher without it, derived from what all ranks of this job step share:
-    the launcher's run id (TORCHELASTIC_RUN_ID / SLURM_JOB_ID and step) and
-    MASTER_ADDR/MASTER_PORT; it separates jobs and stops casual forgery but
-    is guessable. Self-launched: a fresh random secret, passed to the local
-    children in their environment.
+    ``GPUDIAG_RDZV_TOKEN`` when the user exported one. Self-launched: a fresh
+    random secret. Under a launcher: derived from what all ranks of this job
+    step share, the run id (the launcher's, the Slurm job id, the MPI job id)
+    and MASTER_ADDR/MASTER_PORT. That separates jobs but is public: another
+    user who knows the job could derive it too, so
+    :func:`gpudiag.probes.jobtoken.start_token` uses it only for ranks on
+    several nodes without an exported token, and says so (issue 21).
     """
     explicit = environ.get(RDZV_TOKEN_ENV, "")
     if explicit:

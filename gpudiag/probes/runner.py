@@ -17,21 +17,36 @@ MASTER_PORT, which the launcher (or the user) owns.
 from __future__ import annotations
 
 import ctypes.util
+import dataclasses
 import os
+import sys
 import time
 import uuid
 from collections.abc import Callable
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
 from gpudiag.errors import GpudiagInputError
 from gpudiag.parsing import int_or_none
 from gpudiag.probes.children import Child, monitor, spawn
+from gpudiag.probes.jobtoken import (
+    PUBLIC_TOKEN_WARNING,
+    JobToken,
+    remove_stale_secrets,
+    secret_base,
+    start_token,
+)
 from gpudiag.probes.merge import result_for
 from gpudiag.probes.plan import Device, ProbePlan
-from gpudiag.probes.rendezvous import rendezvous_token
-from gpudiag.probes.results import PROBE_NAMES, ProbeName, ProbeReport
-from gpudiag.probes.tempdirs import cleanup, make_run_dir, remove_stale_dirs, terminate_as_exit
+from gpudiag.probes.results import PROBE_NAMES, ProbeName, ProbeReport, ProbeResult
+from gpudiag.probes.tempdirs import (
+    cleanup,
+    make_run_dir,
+    remove_stale_dirs,
+    signals_held,
+    terminate_as_exit,
+)
 
 #: ``--timeout`` may not exceed this (docs/probes.md): probes are short, and a
 #: larger value would let a hung probe hold GPUs for a whole allocation.
@@ -75,6 +90,10 @@ def run_probes(
 
     Every child is killed (its whole process group) and the temp dir removed
     before this returns, whatever happened.
+
+    Raises:
+        GpudiagInputError: the private temp dir, a worker's files or the ddp
+            rendezvous secret cannot be created (the real error, in one line).
     """
     started = time.monotonic()
     launch = plan.launch
@@ -83,28 +102,41 @@ def run_probes(
         launch.world_size if launch is not None else (plan.nproc if "ddp" in plan.probes else 1)
     )
     assignments = _assign(plan, rank, world_size)
+    ddp_here = any("ddp" in probes for _, probes in assignments)
     remove_stale_dirs()
+    if launch is not None and ddp_here:
+        remove_stale_secrets(secret_base(os.environ))
     children: list[Child] = []
+    tmp: Path | None = None
+    job_token: JobToken | None = None
     # The SIGTERM handler spans the cleanup: a second SIGTERM during it must not
     # fall back to the default action (killed, children and temp dir left).
     with terminate_as_exit():
-        tmp = make_run_dir()
         try:
+            # Held: a signal delivered between creating the dir (or local rank 0's
+            # rendezvous secret) and naming it here would leave it behind (issue 21).
+            with signals_held():
+                tmp = make_run_dir()
+                job_token = start_token(launch, os.environ, ddp_here)
+            token = job_token.value()  # other local ranks wait for local rank 0's
+            if job_token.note is not None and rank == 0:
+                _warn(PUBLIC_TOKEN_WARNING)
             threads = _threads_per_child(
                 len(assignments), launch.local_world_size if launch is not None else None
             )
             run_id = uuid.uuid4().hex[:12]  # one per run: every rank's key prefix
-            token = rendezvous_token(launch, os.environ)
             for child_rank, probes in assignments:
-                children.append(
-                    spawn(plan, tmp, child_rank, world_size, probes, threads, run_id, token)
-                )
-                children[-1].on_event = on_event
+                try:
+                    child = spawn(plan, tmp, child_rank, world_size, probes, threads, run_id, token)
+                except OSError as exc:  # a full TMPDIR, no processes left (issue 21)
+                    raise GpudiagInputError(f"cannot start a probe worker: {exc}") from exc
+                child.on_event = on_event
+                children.append(child)
             outcome = monitor(children, plan.timeout_s)
         finally:
-            cleanup(children, tmp)
+            cleanup(children, tmp, None if job_token is None else job_token.release)
     results = tuple(
-        result_for(name, children, outcome, world_size, plan)
+        _with_token_note(result_for(name, children, outcome, world_size, plan), job_token)
         for name in plan.probes
         if any(name in c.probes for c in children) or not children
     )
@@ -119,6 +151,19 @@ def run_probes(
         startup_s=max(startups) if startups else None,
         probes=results,
     )
+
+
+def _warn(text: str) -> None:
+    """One line on stderr (never raising: stderr may be closed)."""
+    with suppress(OSError, ValueError, AttributeError):
+        print(text, file=sys.stderr, flush=True)
+
+
+def _with_token_note(result: ProbeResult, job_token: JobToken | None) -> ProbeResult:
+    """The ddp result, with the note that its arrivals were forgeable (issue 21)."""
+    if result.probe != "ddp" or job_token is None or job_token.note is None:
+        return result
+    return dataclasses.replace(result, notes=(*result.notes, job_token.note))
 
 
 def _threads_per_child(local_children: int, local_ranks: int | None = None) -> int:

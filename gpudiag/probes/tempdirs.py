@@ -1,6 +1,8 @@
 """The run's private temp dir: created under held signals, always removed, and
 stale ones (a run killed with SIGKILL) removed by the next run; and the signal
-handling that guarantees it (SIGTERM from torchrun stopping a failed job unwinds)."""
+handling that guarantees it (SIGTERM from torchrun stopping a failed job unwinds,
+and so do SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2, whose default action also ends
+the process without a cleanup)."""
 
 from __future__ import annotations
 
@@ -11,10 +13,12 @@ import stat
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
+from gpudiag.errors import GpudiagInputError
 from gpudiag.parsing import int_or_none
 from gpudiag.probes.children import Child, kill_all
 
@@ -23,14 +27,22 @@ TEMP_PREFIX = "gpudiag-probe-"
 OWNER_FILE = "owner.pid"
 #: A temp dir without an owner file (an older gpudiag) is stale after this long.
 _UNOWNED_STALE_S = 24 * 3600.0
-_HELD_SIGNALS = frozenset(
-    {signal.SIGINT, signal.SIGTERM} | ({signal.SIGHUP} if hasattr(signal, "SIGHUP") else set())
+#: Signals whose default action ends the process (signal(7)): each unwinds like
+#: SIGTERM, so that the children are killed and the temp dir removed. Issue 21:
+#: SIGHUP (a closed terminal or ssh session), SIGQUIT (Ctrl-\) and SIGUSR1 (Slurm's
+#: ``--signal``) left the temp dir behind.
+TERMINATING_SIGNALS: tuple[signal.Signals, ...] = tuple(
+    getattr(signal, name)
+    for name in ("SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
+    if hasattr(signal, name)
 )
+_HELD_SIGNALS = frozenset({signal.SIGINT, *TERMINATING_SIGNALS})
 
 
 @contextmanager
 def signals_held() -> Iterator[None]:
-    """Blocks SIGINT/SIGTERM/SIGHUP in this thread; delivered when the block ends."""
+    """Blocks SIGINT and the terminating signals in this thread; delivered when the
+    block ends."""
     if threading.current_thread() is not threading.main_thread() or not hasattr(
         signal, "pthread_sigmask"
     ):
@@ -46,16 +58,42 @@ def signals_held() -> Iterator[None]:
 def make_run_dir() -> Path:
     """A new private temp dir holding this process's pid (see :func:`remove_stale_dirs`).
 
-    Signals are held so that no Ctrl-C falls between creating the dir and owning it.
+    Signals are held so that no Ctrl-C falls between creating the dir and owning
+    it (call it with signals held, so that the caller owns the dir too). The dir
+    and its owner file come together or not at all: a full TMPDIR left an
+    ownerless dir behind, reported as "cannot write output" (issue 21).
+
+    Raises:
+        GpudiagInputError: the dir or its owner file cannot be created (one line
+            naming TMPDIR and the real error; exit 2).
     """
     with signals_held():
-        tmp = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX))
-        (tmp / OWNER_FILE).write_text(f"{os.getpid()}\n", encoding="ascii")
+        try:
+            root = tempfile.gettempdir()
+            tmp = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX))
+        except OSError as exc:
+            raise _temp_error(tempfile.tempdir, exc) from exc
+        try:
+            (tmp / OWNER_FILE).write_text(f"{os.getpid()}\n", encoding="ascii")
+        except OSError as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise _temp_error(root, exc) from exc
     return tmp
 
 
-def cleanup(children: Sequence[Child], tmp: Path) -> None:
-    """Kills every child and removes the temp dir, whatever signals arrive.
+def _temp_error(root: str | None, exc: OSError) -> GpudiagInputError:
+    where = f" in {root}" if root else ""
+    return GpudiagInputError(
+        f"cannot create the probe's private temp dir{where}: {exc.strerror or exc} "
+        "(set TMPDIR to a writable directory with free space)"
+    )
+
+
+def cleanup(
+    children: Sequence[Child], tmp: Path | None, also: Callable[[], None] | None = None
+) -> None:
+    """Kills every child and removes the temp dir (and runs ``also``), whatever
+    signals arrive.
 
     Signals are held while it runs; one that Python had already taken (a
     second Ctrl-C 10 ms after the first) cannot cut it short either: the
@@ -69,7 +107,10 @@ def cleanup(children: Sequence[Child], tmp: Path) -> None:
                 for child in children:
                     if child.tail_lines is None:
                         child.capture_log()
-                shutil.rmtree(tmp, ignore_errors=True)
+                if tmp is not None:
+                    shutil.rmtree(tmp, ignore_errors=True)
+                if also is not None:
+                    also()
                 break
             except (KeyboardInterrupt, SystemExit) as exc:
                 interrupted = interrupted or exc
@@ -128,18 +169,24 @@ def _pid_alive(pid: int) -> bool:
 
 @contextmanager
 def terminate_as_exit() -> Iterator[None]:
-    """SIGTERM and Ctrl-C unwind once, so that :func:`cleanup` kills the children.
+    """SIGTERM, the other terminating signals and Ctrl-C unwind once, so that
+    :func:`cleanup` kills the children.
 
-    SIGTERM (torchrun stopping a failed job) raises ``SystemExit(143)``; SIGINT
-    raises ``KeyboardInterrupt``, as Python's own handler does (only where that
-    handler is installed: a SIGINT a shell set to ignored stays ignored). Only the
-    first signal raises: a second one (a double Ctrl-C; torchrun and a shell both
-    signalling) must not raise again at the start of the ``finally`` before
+    SIGTERM (torchrun stopping a failed job) raises ``SystemExit(143)``, and
+    SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 ``SystemExit(128 + N)`` likewise (issue
+    21: their default action killed the process with the temp dir left); SIGINT
+    raises ``KeyboardInterrupt``, as Python's own handler does. Those other
+    signals and SIGINT are taken only where their default disposition is in
+    place: a signal the caller set to ignored stays ignored (``nohup`` keeps
+    SIGHUP away; a shell's background job ignores SIGINT), and one with the
+    caller's own handler (a training script's SIGUSR1 hook) keeps it. Only the
+    first signal raises: a second one (a double Ctrl-C; torchrun and a shell
+    both signalling) must not raise again at the start of the ``finally`` before
     :func:`cleanup` holds signals, which would skip the cleanup and leave the
     children and the temp dir (seen as test_repeated_ctrl_c_cleans_up_and_exits_130
     failing every time once this context also spanned the cleanup). After a
-    SIGTERM fired, its handler stays in place as a no-op: this process is exiting
-    with status 143, and SIG_DFL there killed it as -15 (a flaky
+    terminating signal fired, the handlers stay in place as no-ops: this process
+    is exiting with status 128 + N, and SIG_DFL there killed it as -15 (a flaky
     test_sigterm_cleans_up). Python's SIGINT handler is restored on the way out,
     after the cleanup: a library caller that catches KeyboardInterrupt keeps Ctrl-C.
     """
@@ -164,7 +211,14 @@ def terminate_as_exit() -> Iterator[None]:
         fired = True
         raise KeyboardInterrupt
 
-    previous_term = signal.signal(signal.SIGTERM, on_term)
+    previous: dict[signal.Signals, Callable[[int, Any], Any] | int] = {}
+    for signum in TERMINATING_SIGNALS:
+        current = signal.getsignal(signum)
+        # SIGTERM is always taken, as before; the others only from SIG_DFL.
+        if signum == signal.SIGTERM or current is signal.SIG_DFL:
+            replaced = signal.signal(signum, on_term)
+            # None: a handler installed outside Python, which cannot be put back.
+            previous[signum] = signal.SIG_DFL if replaced is None else replaced
     previous_int = signal.getsignal(signal.SIGINT)
     catch_int = previous_int is signal.default_int_handler
     if catch_int:
@@ -175,4 +229,5 @@ def terminate_as_exit() -> Iterator[None]:
         if catch_int:
             signal.signal(signal.SIGINT, previous_int)
         if not term_fired:
-            signal.signal(signal.SIGTERM, previous_term)
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
