@@ -190,3 +190,10 @@ def test_output_file_errors_are_reported_as_themselves(
     assert result.exit_code == 2
     assert result.stderr == f"gpudiag: error: cannot write {out}: {says}\n"
     assert list(tmp_path.iterdir()) == []  # no temporary file left behind
+
+
+def test_snapshot_names_its_output_escaped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["snapshot", "--no-torch", "-o", "a\u202eb\x1b[1m.json"])
+    assert result.exit_code == 0, result.output
+    assert result.stderr == "wrote a\\u202eb\\x1b[1m.json\n"
