@@ -24,9 +24,24 @@ from gpudiag.errors import GpudiagInputError
 class _Group(click.Group):
     """Turns bad input anywhere below into one line on stderr and exit 2."""
 
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        # `gpudiag --bogus`: the group's own options are parsed here, before invoke.
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.ClickException as exc:
+            _usage_failed(exc)
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except click.ClickException as exc:  # a subcommand's usage error
+            _usage_failed(exc)
         except GpudiagInputError as exc:
             from gpudiag.render.text import safe  # escaped: the message may echo input
 
@@ -43,22 +58,26 @@ class _Group(click.Group):
             # Ctrl-C: 128 + SIGINT, as shells report it (click would say 1, "errors found").
             _say("gpudiag: interrupted")
             ctx.exit(INTERRUPTED)
-        except OSError as exc:
+        except OutputError as exc:
             # One rule (docs/cli.md): standard output that cannot be written
             # (a reader that closed the pipe, a closed stdout, a full disk) is
             # exit 2 with one line on stderr; what is still buffered is dropped
-            # so that the exit itself does not fail again. An OSError that names
-            # a file is about that file, not the output (issue 21): its own text.
-            if exc.filename is not None:
-                shown = os.fsdecode(exc.filename)
-                _say(f"gpudiag: error: {shown}: {exc.strerror or exc}")
-                ctx.exit(BAD_INPUT)
+            # so that the exit itself does not fail again.
             _output_failed(exc)
+        except OSError as exc:
+            # Any other OSError is not about the output (issue 21: every OSError
+            # was "cannot write output"): its own text, and the file it names.
+            from gpudiag.render.text import safe
+
+            shown = "" if exc.filename is None else f"{os.fsdecode(exc.filename)}: "
+            _say(f"gpudiag: error: {safe(shown + (exc.strerror or str(exc)))}")
+            ctx.exit(BAD_INPUT)
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
         """click's main, with the same output rule for --help and --version."""
         if sys.stdout is None:  # started with stdout closed (`gpudiag list >&-`)
             sys.stdout = _ClosedOutput()
+        _install_stdout()
         argv = kwargs.get("args", args[0] if args else None)
         for arg in sys.argv[1:] if argv is None else argv:
             if isinstance(arg, str) and not _is_text(arg):
@@ -86,6 +105,11 @@ def _is_text(value: str) -> bool:
     return True
 
 
+class OutputError(OSError):
+    """Standard output could not be written: the only OSError that is reported
+    as ``cannot write output`` (issue 21)."""
+
+
 class _ClosedOutput(io.TextIOBase):
     """Stands in for a closed stdout: every write fails, as writing to fd 1 would."""
 
@@ -95,7 +119,109 @@ class _ClosedOutput(io.TextIOBase):
         return True
 
     def write(self, text: str) -> int:
-        raise OSError(errno.EBADF, "standard output is closed")
+        raise OutputError(errno.EBADF, "standard output is closed")
+
+
+class _OutputBuffer(io.BufferedWriter):
+    """fd 1 for the command: a failed write or flush raises :class:`OutputError`.
+
+    Also the fix for a pipe closed under ``PYTHONUNBUFFERED=1`` (issue 21):
+    unbuffered, sys.stdout writes straight to the raw file, and when the reader
+    goes away in the middle of a large write the kernel returns the bytes it
+    took, the text layer ignores the short count, and the command exited 0
+    having delivered part of its report. A BufferedWriter writes the rest, which
+    then fails with EPIPE.
+    """
+
+    def write(self, data: Any) -> int:
+        try:
+            return super().write(data)
+        except OSError as exc:
+            raise OutputError(exc.errno, exc.strerror or str(exc)) from None
+
+    def flush(self) -> None:
+        try:
+            super().flush()
+        except OSError as exc:
+            raise OutputError(exc.errno, exc.strerror or str(exc)) from None
+
+    def close(self) -> None:
+        # Never close fd 1's file object: sys.__stdout__ shares it.
+        with contextlib.suppress(OSError, ValueError):
+            self.flush()
+
+
+class _Stdout(io.TextIOWrapper):
+    """sys.stdout over :class:`_OutputBuffer`; flushed after every write when
+    Python was asked to be unbuffered, as sys.stdout itself would be."""
+
+    def __init__(self, buffer: _OutputBuffer, like: io.TextIOWrapper, unbuffered: bool) -> None:
+        super().__init__(
+            buffer,
+            encoding=like.encoding,
+            errors=like.errors,
+            line_buffering=like.line_buffering,
+            write_through=True,
+        )
+        self._unbuffered = unbuffered
+
+    def write(self, text: str) -> int:
+        count = super().write(text)
+        if self._unbuffered:
+            self.flush()
+        return count
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            self.flush()
+
+
+#: The installed sys.stdout, kept alive for the life of the process.
+_STDOUT: list[_Stdout] = []
+
+
+def _install_stdout() -> None:
+    """Route the process's real stdout through :class:`_OutputBuffer`.
+
+    Only the real one (``sys.__stdout__``): CliRunner, pytest's capture and
+    callers that replaced sys.stdout keep theirs.
+    """
+    stdout = sys.stdout
+    if stdout is not sys.__stdout__ or not isinstance(stdout, io.TextIOWrapper):
+        return
+    try:
+        stdout.flush()
+        binary = stdout.buffer
+        raw = binary if isinstance(binary, io.RawIOBase) else getattr(binary, "raw", None)
+        if not isinstance(raw, io.RawIOBase):
+            return
+        wrapped = _Stdout(_OutputBuffer(raw), stdout, unbuffered=binary is raw)
+    except OSError as exc:
+        if exc.errno == errno.EBADF:  # fd 1 closed after start-up (`os.close(1)`)
+            sys.stdout = _ClosedOutput()
+        return
+    except (ValueError, AttributeError):  # closed or detached: leave it
+        return
+    _STDOUT.append(wrapped)
+    sys.stdout = wrapped
+
+
+def _usage_failed(exc: click.ClickException) -> NoReturn:
+    """A click usage error (an unknown option, an extra argument, a bad choice) as
+    one escaped line and exit 2, like every other bad input (docs/cli.md).
+
+    click's own report is three lines and echoes the user's text raw: an extra
+    argument holding ``ESC ] 0 ; … BEL`` set the terminal's title (issue 21).
+    A bare ``gpudiag`` still gets click's help (NoArgsIsHelpError).
+    """
+    if type(exc).__name__ == "NoArgsIsHelpError":
+        raise exc
+    from gpudiag.render.text import safe
+
+    ctx = getattr(exc, "ctx", None)
+    hint = f" (see '{ctx.command_path} --help')" if isinstance(ctx, click.Context) else ""
+    _say(f"gpudiag: error: {safe(exc.format_message())}{hint}")
+    sys.exit(BAD_INPUT)
 
 
 def _output_failed(exc: OSError) -> NoReturn:
@@ -112,12 +238,16 @@ def _say(text: str) -> None:
 
 def _discard_stdout() -> None:
     try:
+        fd = sys.stdout.fileno()
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
+        if devnull != fd:  # fd 1 was closed: /dev/null took its number already
+            os.dup2(devnull, fd)
+            os.close(devnull)
     except (OSError, ValueError, AttributeError, io.UnsupportedOperation):  # CliRunner
         pass
-    if isinstance(sys.stdout, _ClosedOutput):
+    if isinstance(sys.stdout, (_ClosedOutput, _Stdout)):
+        # What our stdout still buffers is dropped (its close() never raises), so
+        # that Python's own flush at exit has nothing left to fail on.
         sys.stdout = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115
 
 

@@ -91,9 +91,13 @@ def write_file_atomically(path: str, text: str, inputs: Iterable[str] = ()) -> N
             (its own text).
     """
     inputs = tuple(inputs)
+    shown = _shown(path)
+    if not path:
+        # Path("") is ".": the rename failed with "Device or resource busy" (issue 21)
+        raise GpudiagInputError("cannot write '': an empty file name")
     why = _why_not(path, inputs)
     if why is not None:
-        raise GpudiagInputError(f"cannot write {path}: {why}")
+        raise GpudiagInputError(f"cannot write {shown}: {why}")
     target = Path(path)
     directory = target.parent
     data = text.encode("utf-8")
@@ -114,15 +118,24 @@ def write_file_atomically(path: str, text: str, inputs: Iterable[str] = ()) -> N
         os.chmod(tmp_name, mode)
         why = _why_not(path, inputs)  # again: the target may have changed meanwhile
         if why is not None:
-            raise GpudiagInputError(f"cannot write {path}: {why}")
+            raise GpudiagInputError(f"cannot write {shown}: {why}")
         os.replace(tmp_name, target)
         tmp_name = None
     except OSError as exc:
-        raise GpudiagInputError(f"cannot write {path}: {exc.strerror or exc}") from None
+        # The real error, never a generic one (issue 21): ENOSPC, EACCES, ENAMETOOLONG…
+        raise GpudiagInputError(f"cannot write {shown}: {exc.strerror or exc}") from None
     finally:
         if tmp_name is not None:
             with suppress(OSError):
                 os.unlink(tmp_name)
+
+
+def _shown(path: str) -> str:
+    """FILE for a message: escaped and, when long, cut with its length said, so
+    that the ``: reason`` after it survives (a 300-character name swallowed it)."""
+    from gpudiag.render.text import esc
+
+    return esc(path)
 
 
 def _mode_for(target: Path) -> int:

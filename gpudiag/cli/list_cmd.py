@@ -21,8 +21,10 @@ from gpudiag.cli.options import (
     json_option,
     output_options,
     snapshot_option,
+    spelled,
     visible_options,
 )
+from gpudiag.errors import GpudiagInputError
 
 #: Above this many GPUs the JSON document is printed without indentation:
 #: Python's C encoder does not indent, and its pure-Python one takes 5 s of a
@@ -74,6 +76,13 @@ def list_cmd(
 ) -> None:
     """List the GPUs, which sources see them, and their CUDA ordinals."""
     ignored = parse_ignore(ignore)
+    if visible is not None:
+        # The same bound as check's --visible (issue 21, gpudiag/core/bounds.py).
+        from gpudiag.core.bounds import visible_problem
+
+        problem = visible_problem(visible)
+        if problem is not None:
+            raise GpudiagInputError(f"{spelled(click.get_current_context(), 'visible')} {problem}")
     from gpudiag.core.inventory import build_inventory
     from gpudiag.core.visibility import resolve_checked
     from gpudiag.machine import live_driver_asker, load_machine

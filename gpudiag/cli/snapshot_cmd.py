@@ -57,4 +57,7 @@ def snapshot(output: str | None, no_torch: bool, redact: bool = False) -> None:
         click.echo(text, nl=False)
         raise SystemExit(OK)
     write_file_atomically(output, text)
-    click.echo(f"wrote {output}", err=True)
+    from gpudiag.render.text import esc
+
+    # Escaped, not shortened (issue 21: a name holding U+202E reached the terminal raw).
+    click.echo(f"wrote {esc(output, limit=4096)}", err=True)

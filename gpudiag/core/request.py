@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Final
 
+from gpudiag.core.bounds import out_of_bounds
 from gpudiag.errors import GpudiagInputError
 from gpudiag.parsing import is_int_text, show_value
 
@@ -313,6 +314,10 @@ def _validated(r: CheckRequest) -> dict[str, object]:
         raise RequestError(
             "ddp_devices", f"must be cuda ordinals (0 or more), got {list(ddp_devices)}"
         )
+    # Issue 21: every count, list and text within its documented bound.
+    bad = out_of_bounds({name: out.get(name, getattr(r, name)) for name in FIELDS})
+    if bad is not None:
+        raise RequestError(*bad)
     out["launcher"] = _launcher_name(r)
     _check_per_rank(r, out["set_device_per_rank"])
     return out

@@ -39,14 +39,17 @@ def parse_module_device(text: str | None) -> tuple[str, int | None] | None:
 def _suggest_ids(ids: Sequence[int], resolution: Resolution) -> list[int] | None:
     # Users usually pass nvidia-smi numbers or the CUDA_VISIBLE_DEVICES entries
     # themselves; map each to the ordinal it became, entry text first.
+    # Both lookups built once, the first device winning as a scan would: linear in
+    # ids (issue 21), not ids x devices.
+    by_entry: dict[str, VisibleDevice] = {}
+    by_index: dict[int, VisibleDevice] = {}
+    for d in resolution.devices:
+        by_entry.setdefault((d.entry or "").strip(), d)
+        if d.mig_uuid is None:
+            by_index.setdefault(d.nvml_index, d)
     mapped: list[int] = []
     for wanted in ids:
-        hit = next((d for d in resolution.devices if (d.entry or "").strip() == str(wanted)), None)
-        if hit is None:
-            hit = next(
-                (d for d in resolution.devices if d.nvml_index == wanted and d.mig_uuid is None),
-                None,
-            )
+        hit = by_entry.get(str(wanted)) or by_index.get(wanted)
         if hit is None:
             return None
         mapped.append(hit.cuda_ordinal)
@@ -57,11 +60,7 @@ def _suggest_ids(ids: Sequence[int], resolution: Resolution) -> list[int] | None
 
 def _cvd_for(devices: Sequence[VisibleDevice]) -> str:
     # UUIDs would be unambiguous; the entries as written keep the fix readable.
-    seen: list[str] = []
-    for d in devices:
-        text = d.mig_uuid or d.entry or d.uuid
-        if text not in seen:
-            seen.append(text)
+    seen = dict.fromkeys(d.mig_uuid or d.entry or d.uuid for d in devices)
     return ",".join(seen)
 
 

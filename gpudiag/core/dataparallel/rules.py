@@ -7,6 +7,7 @@ Mirrors ``DataParallel.__init__``, ``DataParallel.forward`` and ``_check_balance
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 from gpudiag.core.dataparallel.inputs import _cvd_for, _suggest_ids, parse_module_device
@@ -173,14 +174,14 @@ def validate_dataparallel(
         return out
 
     chosen = [devices[i] for i in ids]
-    imbalance = predict_imbalance(ids, [device_props(d, snapshot) for d in chosen])
+    # Linear in device_ids (issue 21: a repeated id used to be counted, and its
+    # properties looked up, once per entry): each distinct id once.
+    distinct = list(dict.fromkeys(ids))
+    props_of = {i: device_props(devices[i], snapshot) for i in distinct}
+    imbalance = predict_imbalance(ids, [props_of[i] for i in ids])
     if imbalance is not None:
         weak, strong = imbalance
-        keep = [
-            i
-            for i in dict.fromkeys(ids)
-            if device_props(devices[i], snapshot) == device_props(devices[strong], snapshot)
-        ]
+        keep = [i for i in distinct if props_of[i] == props_of[strong]]
         out.append(
             Finding(
                 code="DP-IMBALANCE",
@@ -197,9 +198,9 @@ def validate_dataparallel(
             )
         )
 
-    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    dupes = sorted(i for i, count in Counter(ids).items() if count > 1)
     if dupes:
-        unique = list(dict.fromkeys(ids))
+        unique = distinct
         out.append(
             Finding(
                 code="DP-DUPLICATE-DEVICE-ID",
@@ -338,7 +339,9 @@ def validate_dataparallel(
             code="DP-DEVICES",
             severity="info",
             message=f"DataParallel will use device_ids={ids_text(ids)} {where}: "
-            f"{describe_devices(chosen, snapshot)}. The module and gathered outputs live on "
+            # Each device once: a repeated id is DP-DUPLICATE-DEVICE-ID's to say.
+            f"{describe_devices([devices[i] for i in distinct], snapshot)}. "
+            "The module and gathered outputs live on "
             f"cuda:{src}"
             + (f" (outputs on cuda:{out_dev})" if len(ids) > 1 and out_dev != src else "")
             + ".",
