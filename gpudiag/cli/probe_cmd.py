@@ -13,6 +13,7 @@ import click
 from gpudiag.cli.exitcodes import FAILED, OK, TIMEOUT
 from gpudiag.cli.gate import json_out_option, write_json_out
 from gpudiag.cli.options import child_visible_options, human_style, json_option, output_options
+from gpudiag.core.bounds import text_problem, too_long, visible_problem
 from gpudiag.errors import GpudiagInputError
 from gpudiag.parsing import parse_int_list, show_value
 
@@ -162,6 +163,8 @@ def probe(
         )
     if nproc is not None and nproc < 1:
         raise GpudiagInputError(f"--nproc must be >= 1 (got {nproc})")
+    if visible is not None and (problem := visible_problem(visible)) is not None:
+        raise GpudiagInputError(f"--visible {problem}")
     device_ids = _parse_device_ids(device_ids_text)
     chosen = device is not None
     if device is None:
@@ -253,7 +256,11 @@ def _parse_device_ids(text: str | None) -> tuple[int, ...] | None:
     """
     if text is None:
         return None
+    if (problem := text_problem(text)) is not None:
+        raise GpudiagInputError(f"--device-ids {problem}")
     ids = parse_int_list("--device-ids", text, minimum=0)
+    if (problem := too_long(ids)) is not None:  # issue 21: every count has a bound
+        raise GpudiagInputError(f"--device-ids {problem}")
     seen: set[int] = set()  # a set: 65,000 ids took 3 s with a scan per id
     for ordinal in ids:
         if ordinal in seen:
