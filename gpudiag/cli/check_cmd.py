@@ -14,6 +14,7 @@ from gpudiag.cli.gate import (
     parse_ignore,
     report_without,
     say_dropped,
+    say_why_failed,
     write_json_out,
 )
 from gpudiag.cli.options import (
@@ -356,6 +357,7 @@ def check(
     say_dropped(dropped)
     if as_json:
         click.echo(report_json(report))
+        say_why_failed(report.findings, strict=strict, command="check")
     else:
         click.echo(render_report(report, strict=strict, style=style))
     code = report.exit_code(strict=strict)

@@ -110,6 +110,32 @@ def say_dropped(dropped: Sequence[Finding]) -> None:
         click.echo(f"gpudiag: ignored {len(dropped)} finding(s): {codes}", err=True)
 
 
+#: One failure line on stderr is cut here: a job log needs the code and the gist.
+_REASON_CHARS = 160
+
+
+def say_why_failed(findings: Sequence[Finding], *, strict: bool, command: str) -> None:
+    """On stderr, one line per finding that fails the gate, when stdout is JSON.
+
+    ``check --json > gpudiag.json || exit 1`` (the README's Slurm line) exited 1
+    with nothing in the job log (issue 20): the reason was only in the JSON file.
+    """
+    from gpudiag.render.text import safe
+
+    failing = [f for f in findings if f.severity == "error" or (strict and f.severity == "warning")]
+    for f in failing:
+        first = safe(f.message).split(". ")[0].rstrip(".")
+        if len(first) > _REASON_CHARS:
+            first = first[: _REASON_CHARS - 1].rstrip() + "…"
+        click.echo(f"gpudiag: {f.severity} {f.code}: {first}", err=True)
+    if failing:
+        what = "error(s)" if not strict else "error(s) or warning(s) (--strict)"
+        click.echo(
+            f"gpudiag: {command} failed: {len(failing)} {what}; the JSON report has the fixes",
+            err=True,
+        )
+
+
 def write_json_out(path: str | None, text: str) -> None:
     """Writes the JSON document to ``--json-out`` (atomically), if given."""
     if path is None:
