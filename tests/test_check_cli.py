@@ -135,7 +135,12 @@ def test_missing_snapshot_exit_2() -> None:
 
 def test_json_shape() -> None:
     exit_code, out, err = invoke("a100x8", "--visible", "1,2", "--device-ids", "1,2", "--json")
-    assert (exit_code, err) == (1, "")
+    # stdout is the JSON alone; stderr says why the gate failed (issue 20).
+    assert exit_code == 1
+    assert err.splitlines()[0].startswith("gpudiag: error DP-INVALID-DEVICE-ID: ")
+    assert err.splitlines()[-1] == (
+        "gpudiag: check failed: 1 error(s); the JSON report has the fixes"
+    )
     doc = json.loads(out)
     assert doc["ok"] is False
     assert doc["schema"] == "gpudiag-check/1"

@@ -110,8 +110,9 @@ def say_dropped(dropped: Sequence[Finding]) -> None:
         click.echo(f"gpudiag: ignored {len(dropped)} finding(s): {codes}", err=True)
 
 
-#: One failure line on stderr is cut here: a job log needs the code and the gist.
-_REASON_CHARS = 160
+#: A failure line on stderr is cut to the terminal's width, at most this: a job log
+#: needs the code and the gist, and every screen fits its terminal (issue 20).
+_LINE_CHARS = 100
 
 
 def say_why_failed(findings: Sequence[Finding], *, strict: bool, command: str) -> None:
@@ -120,14 +121,17 @@ def say_why_failed(findings: Sequence[Finding], *, strict: bool, command: str) -
     ``check --json > gpudiag.json || exit 1`` (the README's Slurm line) exited 1
     with nothing in the job log (issue 20): the reason was only in the JSON file.
     """
+    import shutil
+
     from gpudiag.render.text import safe
 
+    width = min(_LINE_CHARS, shutil.get_terminal_size((_LINE_CHARS, 24)).columns)
     failing = [f for f in findings if f.severity == "error" or (strict and f.severity == "warning")]
     for f in failing:
-        first = safe(f.message).split(". ")[0].rstrip(".")
-        if len(first) > _REASON_CHARS:
-            first = first[: _REASON_CHARS - 1].rstrip() + "…"
-        click.echo(f"gpudiag: {f.severity} {f.code}: {first}", err=True)
+        line = f"gpudiag: {f.severity} {f.code}: " + safe(f.message).split(". ")[0].rstrip(".")
+        if len(line) > width:
+            line = line[: width - 1].rstrip() + "…"
+        click.echo(line, err=True)
     if failing:
         what = "error(s)" if not strict else "error(s) or warning(s) (--strict)"
         click.echo(
