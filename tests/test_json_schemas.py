@@ -208,6 +208,7 @@ DOC_SECTIONS: dict[str, list[tuple[str, str]]] = {
         ("snapshot.md", "## Example"),
     ],
     "probe": [("probes.md", "## `--json` schema (`gpudiag-probe/1`)")],
+    "topo": [("cli.md", "### `gpudiag topo --json`")],
 }
 # The "schema" value each document carries, as its docs spell it.
 SCHEMA_VALUES = {
@@ -216,6 +217,7 @@ SCHEMA_VALUES = {
     "list": "gpudiag-list/1",
     "snapshot": "gpudiag-snapshot/1.2",
     "probe": "gpudiag-probe/1",
+    "topo": "gpudiag-topo/1",
 }
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 
@@ -383,6 +385,16 @@ def test_list_json_matches_schema(tmp_path: Path) -> None:
     docs = list(_schema_value("list", docs))
     assert_documents_match("list", docs)
     assert any(g["nvml_index"] is None for _, d in docs for g in d["gpus"])
+
+
+def test_topo_json_matches_schema(tmp_path: Path) -> None:
+    snapshots = [f"{name}.json" for name in ALL_FIXTURES] + [_enriched_fixture(tmp_path)]
+    docs = (
+        (f"topo {name} {opts}", _json_run(["topo", "--snapshot", name, *opts]))
+        for name in snapshots
+        for opts in ([], ["--visible", "1,2"])
+    )
+    assert_documents_match("topo", list(_schema_value("topo", docs)))
 
 
 def _check_docs() -> Iterator[tuple[str, Any]]:
