@@ -206,7 +206,7 @@ ROWS: list[tuple[str, str, list[Change], str | None, int | None, list[tuple[str,
     (
         "not a container: no nvidia-uvm, a dead process's memory, two GPUs unseen",
         "container_shm64", [_host(container_marks=(), dev_shm_total_mib=None)], "1", None,
-        [("TOPO-UVM-MISSING", WARN), ("TOPO-PCI-UNSEEN", WARN), ("TOPO-MEMORY-FOREIGN-PID", WARN)],
+        [("TOPO-UVM-MISSING", INFO), ("TOPO-PCI-UNSEEN", WARN), ("TOPO-MEMORY-FOREIGN-PID", WARN)],
     ),
     (
         "the unseen GPUs are passed to VMs",

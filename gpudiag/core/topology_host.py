@@ -149,10 +149,12 @@ def uvm_findings(host: HostInfo) -> list[Finding]:
                 subject="/dev/nvidia-uvm",
             )
         ]
+    # On a host the setuid nvidia-modprobe the driver installs usually creates it on
+    # first use: only where it is missing or not allowed does CUDA fail.
     return [
         Finding(
             code="TOPO-UVM-MISSING",
-            severity="warning",
+            severity="info",
             message=f"There is no /dev/nvidia-uvm ({shown} only"
             + ("; the nvidia_uvm kernel module is not loaded" if not_loaded else "")
             + "): CUDA creates it on first use through the setuid nvidia-modprobe; where that "

@@ -284,7 +284,7 @@ _TOPOLOGY: _Rows = (
     ("TOPO-PCIE-DEGRADED", "warning", "a GPU's PCIe link runs narrower or slower than it can"),
     ("TOPO-NUMA-SPAN", "info", "the selected GPUs span NUMA nodes where one node would do"),
     ("TOPO-SHM-SMALL", "warning|info", "/dev/shm too small for NCCL and DataLoader workers"),
-    ("TOPO-UVM-MISSING", "error|warning", "/dev/nvidia-uvm is missing: CUDA cannot start"),
+    ("TOPO-UVM-MISSING", "error|info", "/dev/nvidia-uvm is missing: CUDA may not start"),
     ("TOPO-CONTAINER-CAPS", "error", "NVIDIA_DRIVER_CAPABILITIES leaves out compute"),
     ("TOPO-PCI-UNSEEN", "warning|info", "more NVIDIA GPUs on the PCI bus than NVML sees"),
     (
