@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from gpudiag.backends.host import collect_host
+from gpudiag.backends.host import collect_host, with_pid_namespace
 from gpudiag.backends.nvml import collect_nvml
 from gpudiag.model import GputilGpu, Snapshot, SourceStatus, TorchInfo
 
@@ -147,7 +147,8 @@ def collect_snapshot(
         cuda_driver_version=nvml.cuda_driver_version,
         env=env,
         cuda_order=cuda_order,
-        gpus=nvml.gpus,
+        # NVML's PIDs, checked against this PID namespace (schema 1.2).
+        gpus=with_pid_namespace(nvml.gpus),
         sources=sources,
         torch=torch_info,
         gputil=gputil_gpus,
@@ -155,6 +156,7 @@ def collect_snapshot(
         hostname=_hostname(),
         created_utc=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         host=collect_host(),
+        gpu_pairs=nvml.gpu_pairs,
     )
 
 

@@ -17,9 +17,20 @@ from gpudiag.findings.finding import SEVERITIES as SEVERITIES
 from gpudiag.findings.finding import Finding as Finding
 from gpudiag.findings.finding import Severity as Severity
 
+# The links between GPUs (schema 1.2) live in gpudiag.links; the model re-exports them.
+from gpudiag.links import P2P_STATUSES as P2P_STATUSES
+from gpudiag.links import TOPOLOGY_LEVELS as TOPOLOGY_LEVELS
+from gpudiag.links import GpuPair as GpuPair
+from gpudiag.links import NvLink as NvLink
+from gpudiag.links import PciBridge as PciBridge
+from gpudiag.links import PciGpu as PciGpu
+from gpudiag.links import pci_bus_key as pci_bus_key
+
 #: The schema gpudiag writes. 1.1 added ``host`` and torch's ``distributed_available`` /
-#: ``nccl_available``; a reader accepts any ``gpudiag-snapshot/1`` or ``/1.N`` (docs/snapshot.md).
-SNAPSHOT_SCHEMA = "gpudiag-snapshot/1.1"
+#: ``nccl_available``; 1.2 the links between GPUs (``gpu_pairs``, per-GPU PCIe, NVLink,
+#: NUMA and fabric facts, more ``host`` facts). A reader accepts any
+#: ``gpudiag-snapshot/1`` or ``/1.N`` (docs/snapshot.md).
+SNAPSHOT_SCHEMA = "gpudiag-snapshot/1.2"
 #: The major version every readable snapshot shares.
 SNAPSHOT_SCHEMA_MAJOR = "gpudiag-snapshot/1"
 
@@ -45,6 +56,9 @@ class GpuProcess:
     pid: int | None
     used_memory_mib: int | None = None
     name: str | None = None
+    #: Since 1.2: ``/proc/<pid>`` exists where gpudiag ran (False: another container's
+    #: process, or one that has exited); None when not checked or /proc hides others.
+    in_pid_namespace: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -78,6 +92,16 @@ class Gpu:
     compute_mode: str | None = None
     persistence_mode: bool | None = None
     throttle_reasons: tuple[str, ...] | None = None
+    # Since 1.2 (issue 18): the links around the GPU.
+    pcie_link_gen_current: int | None = None
+    pcie_link_gen_max: int | None = None
+    pcie_link_width_current: int | None = None
+    pcie_link_width_max: int | None = None
+    numa_affinity: tuple[int, ...] | None = None
+    cpu_affinity: str | None = None
+    nvlinks: tuple[NvLink, ...] | None = None
+    fabric_state: str | None = None
+    fabric_status: str | None = None
     lost: bool = False
     errors: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
 
@@ -155,6 +179,14 @@ class HostInfo:
             empty when none was found.
         nvidia_env: the NVIDIA container runtime's variables as set (``NVIDIA_VISIBLE_DEVICES``,
             ``NVIDIA_DRIVER_CAPABILITIES``); an nvidia/cuda image sets them itself.
+        kernel_iommu_args: since 1.2, the IOMMU arguments of ``/proc/cmdline``
+            (``intel_iommu=on``, ``amd_iommu=off``, ``iommu=pt``…); empty when none.
+        iommu_devices: since 1.2, ``/sys/class/iommu``'s entries (``dmar0``, ``ivhd0``):
+            the IOMMUs the kernel drives; empty when none.
+        dev_shm_total_mib, dev_shm_free_mib: since 1.2, the size of ``/dev/shm``.
+        nvidia_uvm_loaded: since 1.2, ``/sys/module/nvidia_uvm`` exists.
+        pci_gpus: since 1.2, the NVIDIA GPU functions of ``/sys/bus/pci`` with their
+            driver, NUMA node, IOMMU group type and the bridges above them.
     """
 
     platform: str | None = None
@@ -165,6 +197,12 @@ class HostInfo:
     nvidia_pci_gpus: int | None = None
     container_marks: tuple[str, ...] | None = None
     nvidia_env: Mapping[str, str] = field(default_factory=dict, hash=False)
+    kernel_iommu_args: tuple[str, ...] | None = None
+    iommu_devices: tuple[str, ...] | None = None
+    dev_shm_total_mib: int | None = None
+    dev_shm_free_mib: int | None = None
+    nvidia_uvm_loaded: bool | None = None
+    pci_gpus: tuple[PciGpu, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -186,6 +224,8 @@ class Snapshot:
     created_utc: str | None = None
     schema: str = SNAPSHOT_SCHEMA
     host: HostInfo | None = None
+    #: Since 1.2: one item per pair of GPUs NVML could ask about; None when not collected.
+    gpu_pairs: tuple[GpuPair, ...] | None = None
 
     @property
     def cuda_visible_devices(self) -> str | None:

@@ -10,7 +10,15 @@ they are against the C library. Constants and error classes come from the real
   ``pynvml.NVML_ERROR_LIBRARY_NOT_FOUND``);
 * ``lost``: nvml indices whose GPU falls off the bus; ``lost_after`` says after
   how many successful per-GPU calls it happens (0: the handle itself fails);
-* ``unsupported``: names of per-GPU functions that raise ``NotSupported``.
+* ``unsupported``: names of per-GPU functions that raise ``NotSupported``;
+* ``missing``: names of functions the "driver" lacks (``NVMLError_FunctionNotFound``,
+  e.g. ``nvmlDeviceGetGpuFabricInfoV`` before r550).
+
+Schema 1.2's links come from the snapshot too: each GPU's PCIe, affinity, NVLink and
+fabric fields, and ``gpu_pairs`` for ``nvmlDeviceGetTopologyCommonAncestor`` and
+``nvmlDeviceGetP2PStatus``. A field the snapshot lacks answers ``NotSupported``, as
+the real library does for a fact it does not have; ``nvlinks: null`` answers
+``Unknown`` (not collected), ``nvlinks: []`` ``NotSupported`` for every link.
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ class FakeNvml:
         lost: Iterable[int] = (),
         lost_after: int = 0,
         unsupported: Iterable[str] = (),
+        missing: Iterable[str] = (),
     ) -> None:
         self._snap = copy.deepcopy(dict(snapshot_json))
         self._gpus = sorted(
@@ -53,13 +62,15 @@ class FakeNvml:
         self._lost_after = lost_after
         self._calls: dict[int, int] = {}
         self._unsupported = set(unsupported)
+        self._missing = set(missing)
+        self.p2p_indices: list[object] = []
         self._init_error = init_error
         self.initialised = False
         self.shutdown_calls = 0
 
     # -- module surface: constants and error classes come from the real pynvml --
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("NVML") or name.startswith("nvmlClocks"):
+        if name.startswith(("NVML", "nvmlClocks", "c_nvml")):
             return getattr(pynvml, name)
         raise AttributeError(name)
 
@@ -78,6 +89,8 @@ class FakeNvml:
             if done >= self._lost_after:
                 self._raise(pynvml.NVML_ERROR_GPU_IS_LOST)
             self._calls[i] = done + 1
+        if func in self._missing:
+            self._raise(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
         if func in self._unsupported:
             self._raise(pynvml.NVML_ERROR_NOT_SUPPORTED)
         return next(g for g in self._snap["gpus"] if g["nvml_index"] == i)
@@ -252,3 +265,141 @@ class FakeNvml:
         for name in names:
             mask |= bits[name]
         return mask
+
+    # -- schema 1.2: the links around and between GPUs --
+    def nvmlDeviceGetCurrPcieLinkGeneration(self, h: _Handle) -> int:
+        return int(self._field(h, "nvmlDeviceGetCurrPcieLinkGeneration", "pcie_link_gen_current"))
+
+    def nvmlDeviceGetMaxPcieLinkGeneration(self, h: _Handle) -> int:
+        return int(self._field(h, "nvmlDeviceGetMaxPcieLinkGeneration", "pcie_link_gen_max"))
+
+    def nvmlDeviceGetCurrPcieLinkWidth(self, h: _Handle) -> int:
+        return int(self._field(h, "nvmlDeviceGetCurrPcieLinkWidth", "pcie_link_width_current"))
+
+    def nvmlDeviceGetMaxPcieLinkWidth(self, h: _Handle) -> int:
+        return int(self._field(h, "nvmlDeviceGetMaxPcieLinkWidth", "pcie_link_width_max"))
+
+    @staticmethod
+    def _words(bits: Iterable[int], size: int) -> list[int]:
+        words = [0] * size
+        for bit in bits:
+            words[bit // 64] |= 1 << (bit % 64)
+        return words
+
+    def nvmlDeviceGetMemoryAffinity(self, h: _Handle, size: int, scope: int) -> list[int]:
+        assert scope == pynvml.NVML_AFFINITY_SCOPE_NODE and isinstance(size, int)
+        nodes = self._field(h, "nvmlDeviceGetMemoryAffinity", "numa_affinity")
+        return self._words(nodes, size)
+
+    def nvmlDeviceGetCpuAffinityWithinScope(self, h: _Handle, size: int, scope: int) -> list[int]:
+        assert scope == pynvml.NVML_AFFINITY_SCOPE_NODE and isinstance(size, int)
+        text = str(self._field(h, "nvmlDeviceGetCpuAffinityWithinScope", "cpu_affinity"))
+        cpus: list[int] = []
+        for part in text.split(","):
+            first, _, last = part.partition("-")
+            cpus += range(int(first), int(last or first) + 1)
+        return self._words(cpus, size)
+
+    def _link(self, h: _Handle, func: str, link: int) -> Mapping[str, Any]:
+        gpu = self._gpu(h, func)
+        links = gpu.get("nvlinks")
+        if links is None:  # not collected on the real machine
+            self._raise(pynvml.NVML_ERROR_UNKNOWN)
+        assert isinstance(link, int) and 0 <= link < pynvml.NVML_NVLINK_MAX_LINKS
+        for item in links:
+            if item["link"] == link:
+                return item  # type: ignore[no-any-return]
+        if links and link > max(item["link"] for item in links):
+            self._raise(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        self._raise(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        raise AssertionError("unreachable")
+
+    def nvmlDeviceGetNvLinkState(self, h: _Handle, link: int) -> int:
+        item = self._link(h, "nvmlDeviceGetNvLinkState", link)
+        return pynvml.NVML_FEATURE_ENABLED if item["active"] else pynvml.NVML_FEATURE_DISABLED
+
+    def nvmlDeviceGetNvLinkRemotePciInfo(self, h: _Handle, link: int) -> Any:
+        remote = self._link(h, "nvmlDeviceGetNvLinkRemotePciInfo", link)["remote_pci_bus_id"]
+        if remote is None:
+            self._raise(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return SimpleNamespace(busId=str(remote).encode())
+
+    def nvmlDeviceGetNvLinkRemoteDeviceType(self, h: _Handle, link: int) -> int:
+        kind = self._link(h, "nvmlDeviceGetNvLinkRemoteDeviceType", link)["remote_device_type"]
+        codes = {
+            "GPU": pynvml.NVML_NVLINK_DEVICE_TYPE_GPU,
+            "IBMNPU": pynvml.NVML_NVLINK_DEVICE_TYPE_IBMNPU,
+            "NVSwitch": pynvml.NVML_NVLINK_DEVICE_TYPE_SWITCH,
+            "Unknown": pynvml.NVML_NVLINK_DEVICE_TYPE_UNKNOWN,
+        }
+        if kind is None:
+            self._raise(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return codes[kind]
+
+    def _fabric(self, h: _Handle, func: str, ref: Any) -> int:
+        gpu = self._gpu(h, func)
+        state = gpu.get("fabric_state")
+        if state is None:
+            self._raise(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        states = {
+            "Not Supported": pynvml.NVML_GPU_FABRIC_STATE_NOT_SUPPORTED,
+            "Not Started": pynvml.NVML_GPU_FABRIC_STATE_NOT_STARTED,
+            "In Progress": pynvml.NVML_GPU_FABRIC_STATE_IN_PROGRESS,
+            "Completed": pynvml.NVML_GPU_FABRIC_STATE_COMPLETED,
+        }
+        status_text = gpu.get("fabric_status") or "Success"
+        texts = {text: code for code, text in pynvml.NVMLError._errcode_to_string.items()}
+        info = ref._obj  # ctypes.byref(structure), as the real call takes it
+        info.state = states[state]
+        info.status = 0 if status_text == "Success" else texts[status_text]
+        return pynvml.NVML_SUCCESS
+
+    def nvmlDeviceGetGpuFabricInfoV(self, h: _Handle, ref: Any) -> int:
+        assert isinstance(ref._obj, pynvml.c_nvmlGpuFabricInfoV_t)
+        assert ref._obj.version == pynvml.nvmlGpuFabricInfo_v2
+        return self._fabric(h, "nvmlDeviceGetGpuFabricInfoV", ref)
+
+    def nvmlDeviceGetGpuFabricInfo(self, h: _Handle, ref: Any) -> int:
+        assert isinstance(ref._obj, pynvml.c_nvmlGpuFabricInfo_t)
+        return self._fabric(h, "nvmlDeviceGetGpuFabricInfo", ref)
+
+    def _pair(self, ha: _Handle, hb: _Handle, func: str, key: str) -> Any:
+        self._gpu(ha, func)
+        self._gpu(hb, func)
+        a, b = sorted((ha.nvml_index, hb.nvml_index))
+        for pair in self._snap.get("gpu_pairs") or ():
+            if (pair["nvml_index_a"], pair["nvml_index_b"]) == (a, b):
+                if pair.get(key) is None:
+                    break
+                return pair[key]
+        self._raise(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        raise AssertionError("unreachable")
+
+    def nvmlDeviceGetTopologyCommonAncestor(self, ha: _Handle, hb: _Handle) -> int:
+        name = self._pair(ha, hb, "nvmlDeviceGetTopologyCommonAncestor", "topology")
+        levels = {
+            "BOARD": pynvml.NVML_TOPOLOGY_INTERNAL,
+            "PIX": pynvml.NVML_TOPOLOGY_SINGLE,
+            "PXB": pynvml.NVML_TOPOLOGY_MULTIPLE,
+            "PHB": pynvml.NVML_TOPOLOGY_HOSTBRIDGE,
+            "NODE": pynvml.NVML_TOPOLOGY_NODE,
+            "SYS": pynvml.NVML_TOPOLOGY_SYSTEM,
+        }
+        return levels[name]
+
+    def nvmlDeviceGetP2PStatus(self, ha: _Handle, hb: _Handle, index: int) -> int:
+        # ctypes passes only an int: pynvml's NVML_P2P_CAPS_INDEX_READ is the tuple (0,).
+        assert type(index) is int, index
+        self.p2p_indices.append(index)
+        keys = {0: "p2p_read", 1: "p2p_write", 2: "p2p_nvlink"}
+        name = self._pair(ha, hb, "nvmlDeviceGetP2PStatus", keys[index])
+        codes = {
+            "OK": pynvml.NVML_P2P_STATUS_OK,
+            "CNS": pynvml.NVML_P2P_STATUS_CHIPSET_NOT_SUPPORTED,
+            "GNS": pynvml.NVML_P2P_STATUS_GPU_NOT_SUPPORTED,
+            "TNS": pynvml.NVML_P2P_STATUS_IOH_TOPOLOGY_NOT_SUPPORTED,
+            "DIS": pynvml.NVML_P2P_STATUS_DISABLED_BY_REGKEY,
+            "NS": pynvml.NVML_P2P_STATUS_NOT_SUPPORTED,
+            "U": pynvml.NVML_P2P_STATUS_UNKNOWN,
+        }
+        return codes[name]

@@ -24,8 +24,13 @@ def run(
     result = CliRunner().invoke(
         main, ["check", "--snapshot", str(fixture_path(fixture)), "--json", *args], env=env
     )
-    assert result.stderr == ""
-    return result.exit_code, json.loads(result.stdout)
+    doc = json.loads(result.stdout)
+    # stderr holds only the gate's reasons (one line per error, then a summary).
+    errors = [f for f in doc["findings"] if f["severity"] == "error"]
+    lines = result.stderr.splitlines()
+    assert len(lines) == (len(errors) + 1 if errors else 0), result.stderr
+    assert all(line.startswith("gpudiag: error ") for line in lines[:-1])
+    return result.exit_code, doc
 
 
 def findings(doc: dict[str, object]) -> dict[str, dict[str, str]]:

@@ -39,3 +39,11 @@ def test_unknown_topic_is_one_line_exit_2(topic: str, hint: str) -> None:
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("gpudiag: error: no documentation page")
     assert hint in lines[0] and "\x1b" not in lines[0]
+
+
+def test_snapshot_help_names_the_current_schema_and_a_reachable_page() -> None:
+    # issue 20: its pointer led to a page the wheel did not ship; issue 18 bumped 1.2.
+    from gpudiag.model import SNAPSHOT_SCHEMA
+
+    text = " ".join(CliRunner().invoke(main, ["snapshot", "--help"]).stdout.split())
+    assert f"({SNAPSHOT_SCHEMA}," in text and "gpudiag docs snapshot" in text

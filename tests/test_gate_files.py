@@ -88,7 +88,7 @@ def test_snapshot_dash_o_through_the_cli(tmp_path: Path, monkeypatch: pytest.Mon
     result = CliRunner().invoke(main, ["snapshot", "-o", str(out)])
     assert result.exit_code == 0, result.output
     assert not (tmp_path / "elsewhere.json").exists()
-    assert json.loads(out.read_text())["schema"] == "gpudiag-snapshot/1"
+    assert json.loads(out.read_text())["schema"] == "gpudiag-snapshot/1.2"
 
 
 def test_snapshot_redact_drops_hostnames_process_names_and_pids(

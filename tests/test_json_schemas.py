@@ -203,18 +203,21 @@ DOC_SECTIONS: dict[str, list[tuple[str, str]]] = {
         ("snapshot.md", "## `gpus[]`: NVML's facts, one physical GPU each"),
         ("snapshot.md", "## `torch`"),
         ("snapshot.md", "## `host` (since 1.1)"),
+        ("snapshot.md", "## `gpu_pairs[]` (since 1.2)"),
         ("snapshot.md", "## `gputil[]`"),
         ("snapshot.md", "## Example"),
     ],
     "probe": [("probes.md", "## `--json` schema (`gpudiag-probe/1`)")],
+    "topo": [("cli.md", "### `gpudiag topo --json`")],
 }
 # The "schema" value each document carries, as its docs spell it.
 SCHEMA_VALUES = {
     "check": "gpudiag-check/1",
     "lint": "gpudiag-lint/1",
     "list": "gpudiag-list/1",
-    "snapshot": "gpudiag-snapshot/1.1",
+    "snapshot": "gpudiag-snapshot/1.2",
     "probe": "gpudiag-probe/1",
+    "topo": "gpudiag-topo/1",
 }
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 
@@ -326,7 +329,7 @@ def _schema_value(kind: str, docs: Iterable[tuple[str, Any]]) -> Iterator[tuple[
     for label, doc in docs:
         if label.startswith("fixture "):
             # Read and written back, a snapshot keeps the 1.x it was written as
-            # (docs/snapshot.md "Reading rules"); gpudiag itself writes 1.1.
+            # (docs/snapshot.md "Reading rules"); gpudiag itself writes 1.2.
             assert re.fullmatch(r"gpudiag-snapshot/1(\.[0-9]+)?", doc["schema"]), label
         else:
             assert doc["schema"] == SCHEMA_VALUES[kind], label
@@ -339,6 +342,29 @@ def _enriched_fixture(directory: Path) -> str:
     doc = json.loads((FIXTURES / "a100x8.json").read_text())
     doc["gpus"][0]["throttle_reasons"] = ["SW Power Cap", "HW Slowdown"]
     doc["gpus"][0]["errors"] = {"ecc": "Not Supported"}
+    # Schema 1.2's links, each list with items (the fixtures of reported machines have
+    # them too; this keeps the check independent of which fixture does).
+    doc["gpus"][0].update(
+        nvlinks=[
+            {"link": 0, "active": True, "remote_pci_bus_id": "00000000:C4:00.0",
+             "remote_device_type": "NVSwitch"},
+            {"link": 1, "active": False, "remote_pci_bus_id": None, "remote_device_type": None},
+        ],
+        numa_affinity=[3], cpu_affinity="48-63,176-191", pcie_link_gen_current=4,
+        fabric_state="Completed", fabric_status="Success",
+    )  # fmt: skip
+    doc["gpus"][3]["processes"][0]["in_pid_namespace"] = False
+    doc["gpu_pairs"] = [
+        {"nvml_index_a": 0, "nvml_index_b": 1, "topology": None, "p2p_read": "OK",
+         "p2p_write": "OK", "p2p_nvlink": "OK", "errors": {"topology": "Unknown Error"}}
+    ]  # fmt: skip
+    doc["host"] = {
+        "platform": "Linux", "kernel_iommu_args": ["iommu=pt"], "iommu_devices": ["dmar0"],
+        "dev_shm_total_mib": 64, "nvidia_uvm_loaded": True,
+        "pci_gpus": [{"pci_bus_id": "0000:07:00.0", "driver": "nvidia", "numa_node": 3,
+                      "iommu_group_type": "identity",
+                      "bridges": [{"bdf": "0000:00:01.1", "acs_ctl": 0}]}],
+    }  # fmt: skip
     # A GPU only GPUtil saw: list's other shape of gpus[] (docs/cli.md).
     doc["gputil"].append({**doc["gputil"][0], "gputil_id": 8, "uuid": "GPU-" + "0" * 8 + "-ff"})
     path = directory / "enriched.json"
@@ -359,6 +385,16 @@ def test_list_json_matches_schema(tmp_path: Path) -> None:
     docs = list(_schema_value("list", docs))
     assert_documents_match("list", docs)
     assert any(g["nvml_index"] is None for _, d in docs for g in d["gpus"])
+
+
+def test_topo_json_matches_schema(tmp_path: Path) -> None:
+    snapshots = [f"{name}.json" for name in ALL_FIXTURES] + [_enriched_fixture(tmp_path)]
+    docs = (
+        (f"topo {name} {opts}", _json_run(["topo", "--snapshot", name, *opts]))
+        for name in snapshots
+        for opts in ([], ["--visible", "1,2"])
+    )
+    assert_documents_match("topo", list(_schema_value("topo", docs)))
 
 
 def _check_docs() -> Iterator[tuple[str, Any]]:

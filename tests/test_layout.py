@@ -42,6 +42,11 @@ FORBIDDEN = {
         "gpudiag.backends",
     ),
     "gpudiag.model": ("gpudiag.core", "gpudiag.launch", "gpudiag.render", "gpudiag.cli"),
+    # The links between GPUs (schema 1.2): part of the model, which re-exports them.
+    "gpudiag.links": (
+        "gpudiag.model", "gpudiag.core", "gpudiag.launch", "gpudiag.render", "gpudiag.cli",
+        "gpudiag.findings", "gpudiag.backends",
+    ),
 }  # fmt: skip
 
 

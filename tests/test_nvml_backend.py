@@ -105,6 +105,9 @@ def test_unsupported_functions_leave_fields_none_with_the_reason() -> None:
         "multiprocessor_count": "Not Supported",
         "remapped_rows": "Not Supported",
         "power_draw": "Not Supported",
+        # Schema 1.2: an A100 has no NVSwitch fabric info (nvmlDeviceGetGpuFabricInfo is
+        # Hopper and later), as the fixture recorded.
+        "fabric": "Not Supported",
     }
     assert gpu.lost is False
     assert gpu.memory_total_mib == 81920

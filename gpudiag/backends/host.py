@@ -14,24 +14,41 @@ PCI class codes 0x0300 (VGA) and 0x0302 (3D controller) with vendor 0x10de are
 NVIDIA GPUs (Linux sysfs ``/sys/bus/pci/devices/*/{vendor,class}``). WSL 2
 reaches the GPU through ``/dev/dxg`` instead of ``/dev/nvidia*`` (NVIDIA's CUDA on
 WSL user guide).
+
+Schema 1.2 (issue 18) adds the facts around the GPUs: the IOMMU arguments of
+``/proc/cmdline`` and ``/sys/class/iommu`` (Linux ``kernel-parameters.txt``:
+``intel_iommu=``, ``amd_iommu=``, ``iommu=pt``, ``iommu.passthrough=``), the size of
+``/dev/shm`` (``statvfs``), ``/sys/module/nvidia_uvm``, the GPU functions' sysfs
+facts (:mod:`gpudiag.backends.pci`), and whether a PID NVML reports exists in this
+PID namespace (``/proc/<pid>``; ``hidepid=2`` in ``/proc/mounts`` hides other
+users' processes, proc(5)).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import platform
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
-from gpudiag.model import HostInfo
+from gpudiag.backends.pci import MAX_PCI, is_nvidia_gpu, pci_gpus
+from gpudiag.model import Gpu, HostInfo
 
 #: Variables of the NVIDIA container runtime recorded in the snapshot.
 NVIDIA_ENV = ("NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "NVIDIA_REQUIRE_CUDA")
 _CGROUP_MARKS = ("docker", "kubepods", "containerd", "libpod", "lxc", "crio")
-_NVIDIA_VENDOR = "0x10de"
-_GPU_CLASSES = ("0x0300", "0x0302")
-#: A node has at most a few dozen PCI GPUs; stop reading a huge or looping tree early.
-_MAX_PCI = 4096
+#: Kernel arguments that decide the IOMMU's mode (and the ACS override patch's).
+IOMMU_ARGS = (
+    "intel_iommu",
+    "amd_iommu",
+    "iommu",
+    "iommu.passthrough",
+    "iommu.strict",
+    "pcie_acs_override",
+)
+_MIB = 1024 * 1024
 
 
 def _read(path: Path, limit: int = 65536) -> str | None:
@@ -62,16 +79,10 @@ def nvidia_pci_gpus(root: Path) -> int | None:
     """NVIDIA display/3D controllers on the PCI bus; None when sysfs is unreadable."""
     base = root / "sys" / "bus" / "pci" / "devices"
     try:
-        entries = list(base.iterdir())[:_MAX_PCI]
+        entries = list(base.iterdir())[:MAX_PCI]
     except (OSError, ValueError):
         return None
-    count = 0
-    for entry in entries:
-        vendor = (_read(entry / "vendor", 64) or "").strip().lower()
-        cls = (_read(entry / "class", 64) or "").strip().lower()
-        if vendor == _NVIDIA_VENDOR and cls[:6] in _GPU_CLASSES:
-            count += 1
-    return count
+    return sum(1 for entry in entries if is_nvidia_gpu(entry))
 
 
 def container_marks(root: Path, env: Mapping[str, str]) -> tuple[str, ...] | None:
@@ -91,10 +102,100 @@ def container_marks(root: Path, env: Mapping[str, str]) -> tuple[str, ...] | Non
     return tuple(marks)
 
 
-def collect_host(root: str | Path = "/", env: Mapping[str, str] | None = None) -> HostInfo:
+def kernel_iommu_args(root: Path) -> tuple[str, ...] | None:
+    """The IOMMU arguments of ``/proc/cmdline``, in order; None when unreadable."""
+    cmdline = _read(root / "proc" / "cmdline")
+    if cmdline is None:
+        return None
+    return tuple(t for t in cmdline.split() if t.partition("=")[0] in IOMMU_ARGS)
+
+
+def iommu_devices(root: Path) -> tuple[str, ...] | None:
+    """``/sys/class/iommu``'s entries; ``()`` on a Linux without it; None without sysfs."""
+    if not _exists(root / "sys" / "class"):
+        return None
+    try:
+        return tuple(sorted(e.name for e in (root / "sys" / "class" / "iommu").iterdir()))
+    except FileNotFoundError:
+        return ()
+    except (OSError, ValueError):
+        return None
+
+
+def dev_shm_mib(
+    root: Path, statvfs: Callable[[str], Any] = os.statvfs
+) -> tuple[int | None, int | None]:
+    """``/dev/shm``'s size and free space in MiB; (None, None) when it cannot be asked."""
+    try:
+        st = statvfs(str(root / "dev" / "shm"))
+    except (OSError, ValueError, AttributeError):
+        return None, None
+    return st.f_blocks * st.f_frsize // _MIB, st.f_bavail * st.f_frsize // _MIB
+
+
+def nvidia_uvm_loaded(root: Path) -> bool | None:
+    """``/sys/module/nvidia_uvm`` exists; None when ``/sys/module`` cannot be read."""
+    if not _exists(root / "sys" / "module"):
+        return None
+    return _exists(root / "sys" / "module" / "nvidia_uvm")
+
+
+def proc_hides_pids(root: Path) -> bool | None:
+    """``/proc`` is mounted with ``hidepid=2`` (``invisible``) or ``4`` (``ptraceable``):
+    other users' ``/proc/<pid>`` are then absent though the processes exist."""
+    mounts = _read(root / "proc" / "mounts", 1 << 20)
+    if mounts is None:
+        return None
+    for line in mounts.splitlines():
+        fields = line.split()
+        if len(fields) >= 4 and fields[1] == "/proc" and fields[2] == "proc":
+            options = dict(o.partition("=")[::2] for o in fields[3].split(","))
+            return options.get("hidepid") in ("2", "invisible", "4", "ptraceable")
+    return False
+
+
+def with_pid_namespace(gpus: tuple[Gpu, ...], root: str | Path = "/") -> tuple[Gpu, ...]:
+    """``gpus`` with each process's ``in_pid_namespace`` set from ``/proc/<pid>``.
+
+    False: no such process here (another container's, or it has exited while its
+    memory is held); None when ``/proc`` hides other users' processes or is unreadable.
+    """
+    base = Path(root)
+    if not any(g.processes for g in gpus):
+        return gpus
+    hides = proc_hides_pids(base)
+    if hides is None or not _exists(base / "proc" / "self"):
+        return gpus
+
+    def seen(pid: int | None) -> bool | None:
+        if pid is None:
+            return None
+        if _exists(base / "proc" / str(pid)):
+            return True
+        return None if hides else False
+
+    return tuple(
+        dataclasses.replace(
+            g,
+            processes=tuple(
+                dataclasses.replace(p, in_pid_namespace=seen(p.pid)) for p in g.processes
+            ),
+        )
+        if g.processes
+        else g
+        for g in gpus
+    )
+
+
+def collect_host(
+    root: str | Path = "/",
+    env: Mapping[str, str] | None = None,
+    statvfs: Callable[[str], Any] = os.statvfs,
+) -> HostInfo:
     """The host facts of this machine (or of a fake tree under ``root``)."""
     base = Path(root)
     environ = os.environ if env is None else env
+    shm_total, shm_free = dev_shm_mib(base, statvfs)
     return HostInfo(
         platform=platform.system() or None,
         machine=platform.machine() or None,
@@ -104,4 +205,10 @@ def collect_host(root: str | Path = "/", env: Mapping[str, str] | None = None) -
         nvidia_pci_gpus=nvidia_pci_gpus(base),
         container_marks=container_marks(base, environ),
         nvidia_env={k: environ[k] for k in NVIDIA_ENV if k in environ},
+        kernel_iommu_args=kernel_iommu_args(base),
+        iommu_devices=iommu_devices(base),
+        dev_shm_total_mib=shm_total,
+        dev_shm_free_mib=shm_free,
+        nvidia_uvm_loaded=nvidia_uvm_loaded(base),
+        pci_gpus=pci_gpus(base),
     )

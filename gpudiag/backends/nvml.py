@@ -13,14 +13,16 @@ snapshot data that raises the real ``pynvml.NVMLError_*`` classes.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
-from gpudiag.model import Gpu, GpuProcess, MigDevice, SourceStatus
-
-T = TypeVar("T")
+from gpudiag.backends.nvml_fields import Fields as _Fields
+from gpudiag.backends.nvml_fields import GpuLostError as _GpuLostError
+from gpudiag.backends.nvml_fields import as_text as _text
+from gpudiag.backends.nvml_fields import error_text as _error_text
+from gpudiag.backends.nvml_links import collect_gpu_links, collect_pairs
+from gpudiag.model import Gpu, GpuPair, GpuProcess, MigDevice, SourceStatus
 
 _MIB = 1024 * 1024
 
@@ -50,39 +52,8 @@ class NvmlResult:
     driver_version: str | None = None
     cuda_driver_version: str | None = None
     gpus: tuple[Gpu, ...] = ()
-
-
-class _GpuLostError(Exception):
-    """Internal: stop querying a GPU that fell off the bus."""
-
-
-@dataclass
-class _Fields:
-    """Accumulates one GPU's fields and per-field errors."""
-
-    nvml: Any
-    errors: dict[str, str] = field(default_factory=dict)
-
-    def get(self, name: str, fn: Callable[[], T]) -> T | None:
-        try:
-            return fn()
-        except self.nvml.NVMLError_GpuIsLost:
-            self.errors[name] = "GPU is lost"
-            raise _GpuLostError() from None
-        except self.nvml.NVMLError as exc:
-            self.errors[name] = _error_text(exc)
-            return None
-
-
-def _error_text(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text or type(exc).__name__
-
-
-def _text(value: object) -> str:
-    if isinstance(value, bytes):
-        return value.decode("utf-8", errors="replace")
-    return str(value)
+    #: Since schema 1.2: NVML's answers about each pair of GPUs (None: not asked).
+    gpu_pairs: tuple[GpuPair, ...] | None = None
 
 
 def _init_failure(nvml: Any, exc: BaseException) -> SourceStatus:
@@ -160,6 +131,7 @@ def _collect_initialised(nvml: Any) -> NvmlResult:
         driver_version=driver,
         cuda_driver_version=None if cuda_raw is None else _cuda_version_text(cuda_raw),
         gpus=gpus,
+        gpu_pairs=collect_pairs(nvml, [g.nvml_index for g in gpus if not g.lost]),
     )
 
 
@@ -237,6 +209,7 @@ def _collect_fields(nvml: Any, h: Any, f: _Fields, v: dict[str, Any]) -> None:
     v["throttle_reasons"] = (
         None if reasons is None else tuple(n for bit, n in CLOCK_EVENT_REASONS if reasons & bit)
     )
+    collect_gpu_links(nvml, h, f, v)  # schema 1.2: PCIe, NUMA, NVLink, fabric
 
 
 def _collect_mig(nvml: Any, h: Any, f: _Fields) -> tuple[MigDevice, ...]:

@@ -296,6 +296,7 @@ def _register() -> None:
     from gpudiag.cli.list_cmd import list_cmd
     from gpudiag.cli.probe_cmd import probe
     from gpudiag.cli.snapshot_cmd import snapshot
+    from gpudiag.cli.topo_cmd import topo
 
     main.add_command(list_cmd)
     main.add_command(snapshot)
@@ -304,6 +305,7 @@ def _register() -> None:
     main.add_command(explain)
     main.add_command(lint)
     main.add_command(docs)
+    main.add_command(topo)
     for command in main.commands.values():
         _name_envvars(command)
 

@@ -16,8 +16,8 @@ Examples:
   gpudiag check --snapshot node17.json --visible 1,2 --device-ids 0,1
 
 \b
-The document's "schema" field names its format (gpudiag-snapshot/1.1, described
-in snapshot.md of gpudiag's documentation). The capture records
+The document's "schema" field names its format (gpudiag-snapshot/1.2, described
+by `gpudiag docs snapshot`). The capture records
 CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER, and the CUDA driver's own
 enumeration order (cuda_order) when a driver is present. Unlike list and
 check, it always asks torch (in a child process), as --deep does.""",

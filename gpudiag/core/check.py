@@ -32,6 +32,7 @@ from gpudiag.core.prelaunch import ddp_findings
 from gpudiag.core.rank_devices import set_device_roles
 from gpudiag.core.request import FROM_SNAPSHOT as FROM_SNAPSHOT
 from gpudiag.core.request import CheckRequest, _FromSnapshot
+from gpudiag.core.topology import topology_findings
 from gpudiag.core.visibility.entries import hides_every_gpu_on_purpose
 from gpudiag.launch.deepspeed import deepspeed_devices
 from gpudiag.launch.table import present_launchers
@@ -258,6 +259,7 @@ def run_check(
     findings += precision_findings(
         snapshot, resolution, tf32=r.tf32, amp=r.amp, model_dtype=r.model_dtype
     )
+    findings += topology_findings(snapshot, resolution, nproc_per_node=nproc_per_node)
 
     if any(f.code == "INV-TORCH-SEES-NONE" and f.severity == "error" for f in findings):
         findings = [_plan_without_gpus(f) for f in findings]

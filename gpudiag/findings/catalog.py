@@ -266,6 +266,34 @@ _PRECISION: _Rows = (
     ("HEALTH-AMP-FP16-OVERFLOW", "warning", "fp16 autocast for a model trained in bf16"),
 )
 
+_TOPOLOGY: _Rows = (
+    ("TOPO-P2P-UNSUPPORTED", "info", "no peer-to-peer path between selected GPUs: NCCL uses SHM"),
+    (
+        "TOPO-P2P-GEFORCE",
+        "warning",
+        "P2P reported between GeForce RTX 40 GPUs, where NCCL has hung",
+    ),
+    ("TOPO-IOMMU", "warning|info", "an IOMMU translates the GPUs' DMA while P2P is reported"),
+    ("TOPO-ACS-REDIRECT", "warning", "PCIe ACS redirects P2P between GPUs behind a switch"),
+    ("TOPO-NVLINK-DOWN", "warning", "NVLink links of a selected GPU are down"),
+    (
+        "TOPO-FABRIC-NOT-READY",
+        "error|warning",
+        "the fabric manager has not set the NVSwitch fabric up: CUDA cannot start",
+    ),
+    ("TOPO-PCIE-DEGRADED", "warning", "a GPU's PCIe link runs narrower or slower than it can"),
+    ("TOPO-NUMA-SPAN", "info", "the selected GPUs span NUMA nodes where one node would do"),
+    ("TOPO-SHM-SMALL", "warning|info", "/dev/shm too small for NCCL and DataLoader workers"),
+    ("TOPO-UVM-MISSING", "error|info", "/dev/nvidia-uvm is missing: CUDA may not start"),
+    ("TOPO-CONTAINER-CAPS", "error", "NVIDIA_DRIVER_CAPABILITIES leaves out compute"),
+    ("TOPO-PCI-UNSEEN", "warning|info", "more NVIDIA GPUs on the PCI bus than NVML sees"),
+    (
+        "TOPO-MEMORY-FOREIGN-PID",
+        "warning",
+        "GPU memory held by a PID absent from this namespace",
+    ),
+)
+
 _CHECK: _Rows = (
     ("CHECK-EXPECT-GPUS", "error", "the number of visible GPUs differs from --expect-gpus"),
     ("CHECK-NO-GPU", "error", "no CUDA device is visible to the job, and nothing else says why"),
@@ -378,6 +406,11 @@ _DECLARED: tuple[tuple[str, str, _Rows], ...] = (
     ),
     ("health", "GPU health, driver and architecture support, autocast (HEALTH-)", _HEALTH),
     ("precision", "TF32 and autocast precision against the training dtype (HEALTH-)", _PRECISION),
+    (
+        "topology",
+        "between the GPUs and around them: P2P, IOMMU/ACS, NVLink, PCIe, NUMA, containers (TOPO-)",
+        _TOPOLOGY,
+    ),
     ("check", "the check itself (CHECK-)", _CHECK),
     ("api", "the Python API, gpudiag.guard() (API-)", _API),
     ("lint", "training scripts read by gpudiag lint (LINT-)", _LINT),

@@ -306,3 +306,28 @@ EMPTY_IDS = "IndexError: list index out of range"
 #: torch 2.13, a string of libtorch_python.so (torch.device with a negative index in
 #: DataParallel's device_ids[0]).
 NEGATIVE_INDEX = "RuntimeError: Device index must not be negative"
+
+# ------------------------------------------------- between the GPUs and around them (issue 18)
+
+#: torch 2.13 c10/cuda/CUDAFunctions.cpp (device_count_impl, ``case cudaErrorUnknown``,
+#: a TORCH_CHECK): cuInit's CUDA_ERROR_UNKNOWN (999), e.g. without /dev/nvidia-uvm.
+#: torch.cuda.is_available() warns it prefixed "CUDA initialization: ".
+CUDA_UNKNOWN_ERROR = (
+    "RuntimeError: CUDA unknown error - this may be due to an incorrectly set up environment, "
+    "e.g. changing env variable CUDA_VISIBLE_DEVICES after program start. Setting the "
+    "available devices to be zero."
+)
+#: NCCL user guide, Troubleshooting, "Shared memory" (NCCL_DEBUG=WARN): /dev/shm too
+#: small for NCCL's segments; ``{name}``/``{size}`` are NCCL's.
+NCCL_SHM_EXTEND = "NCCL WARN Error: failed to extend /dev/shm/nccl-{name} to {size} bytes"
+#: torch 2.13, strings of libtorch_python.so (torch/csrc/DataLoader.cpp): the main
+#: process's error when a worker dies of SIGBUS writing a batch to a full /dev/shm.
+DATALOADER_BUS_ERROR = (
+    "RuntimeError: DataLoader worker (pid {pid}) is killed by signal: Bus error. It is "
+    "possible that dataloader's workers are out of shared memory. Please try to raise your "
+    "shared memory limit."
+)
+#: cudaGetErrorString(cudaErrorSystemNotReady, 802): the fabric manager has not yet set
+#: up an NVSwitch system's GPUs; torch reports it through device_count_impl's default
+#: case (:func:`unexpected_device_count`).
+SYSTEM_NOT_READY = "system not yet initialized"

@@ -1,4 +1,4 @@
-"""Read and write machine snapshots (schema ``gpudiag-snapshot/1``, minor version 1.1).
+"""Read and write machine snapshots (schema ``gpudiag-snapshot/1``, minor version 1.2).
 
 The schema is documented in ``docs/snapshot.md``. Reading is strict about the
 required fields and their types, lenient about unknown extra fields (the schema

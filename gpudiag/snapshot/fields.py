@@ -36,6 +36,16 @@ _NON_NEGATIVE = frozenset(
         "ecc_uncorrectable_aggregate",
         "device_count",
         "nvidia_pci_gpus",
+        # schema 1.2 (issue 18)
+        "pcie_link_gen_current",
+        "pcie_link_gen_max",
+        "pcie_link_width_current",
+        "pcie_link_width_max",
+        "link",
+        "nvml_index_a",
+        "nvml_index_b",
+        "dev_shm_total_mib",
+        "dev_shm_free_mib",
     }
 )
 

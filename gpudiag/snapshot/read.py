@@ -31,6 +31,12 @@ from gpudiag.snapshot.fields import (
     _str_list,
     _type_name,
 )
+from gpudiag.snapshot.read_links import (
+    int_list,
+    nvlinks_from_json,
+    pairs_from_json,
+    pci_gpus_from_json,
+)
 
 
 def _mig_from_json(raw: object, where: str) -> MigDevice:
@@ -50,6 +56,7 @@ def _process_from_json(raw: object, where: str) -> GpuProcess:
         pid=_present(d, "pid", where) and _opt(d, "pid", int, where),
         used_memory_mib=_opt(d, "used_memory_mib", int, where),
         name=_opt(d, "name", str, where),
+        in_pid_namespace=_opt(d, "in_pid_namespace", bool, where),
     )
 
 
@@ -101,6 +108,15 @@ def gpu_from_json(raw: object, where: str = "gpus[]") -> Gpu:
         compute_mode=_opt(d, "compute_mode", str, where),
         persistence_mode=_opt(d, "persistence_mode", bool, where),
         throttle_reasons=None if throttle is None else tuple(throttle),
+        pcie_link_gen_current=_opt(d, "pcie_link_gen_current", int, where),
+        pcie_link_gen_max=_opt(d, "pcie_link_gen_max", int, where),
+        pcie_link_width_current=_opt(d, "pcie_link_width_current", int, where),
+        pcie_link_width_max=_opt(d, "pcie_link_width_max", int, where),
+        numa_affinity=int_list(d, "numa_affinity", where),
+        cpu_affinity=_opt(d, "cpu_affinity", str, where),
+        nvlinks=nvlinks_from_json(d, where),
+        fabric_state=_opt(d, "fabric_state", str, where),
+        fabric_status=_opt(d, "fabric_status", str, where),
         lost=lost,
         errors={str(k): str(v) for k, v in errors.items()},
     )
@@ -168,7 +184,7 @@ def gputil_from_json(raw: object) -> tuple[GputilGpu, ...] | None:
 
 
 def host_from_json(raw: object) -> HostInfo | None:
-    """Validate and build the host facts (schema 1.1's ``host``; absent before)."""
+    """Validate and build the host facts (schema 1.1's ``host``, grown in 1.2; absent before)."""
     if raw is None:
         return None
     where = "host"
@@ -186,6 +202,12 @@ def host_from_json(raw: object) -> HostInfo | None:
         nvidia_pci_gpus=_opt(d, "nvidia_pci_gpus", int, where),
         container_marks=_str_list(d, "container_marks", where),
         nvidia_env={str(k): v for k, v in env.items()},
+        kernel_iommu_args=_str_list(d, "kernel_iommu_args", where),
+        iommu_devices=_str_list(d, "iommu_devices", where),
+        dev_shm_total_mib=_opt(d, "dev_shm_total_mib", int, where),
+        dev_shm_free_mib=_opt(d, "dev_shm_free_mib", int, where),
+        nvidia_uvm_loaded=_opt(d, "nvidia_uvm_loaded", bool, where),
+        pci_gpus=pci_gpus_from_json(d, where),
     )
 
 
@@ -270,4 +292,5 @@ def snapshot_from_json(data: object) -> Snapshot:
         hostname=_opt(d, "hostname", str, "snapshot"),
         created_utc=_opt(d, "created_utc", str, "snapshot"),
         host=host_from_json(d.get("host")),
+        gpu_pairs=pairs_from_json(d.get("gpu_pairs"), set(indices)),
     )

@@ -7,11 +7,56 @@ from typing import Any
 
 from gpudiag.model import (
     Gpu,
+    GpuPair,
     GputilGpu,
     HostInfo,
+    NvLink,
+    PciGpu,
     Snapshot,
     TorchInfo,
 )
+
+
+def _nvlinks_to_json(links: tuple[NvLink, ...] | None) -> list[dict[str, Any]] | None:
+    if links is None:
+        return None
+    return [
+        {
+            "link": n.link,
+            "active": n.active,
+            "remote_pci_bus_id": n.remote_pci_bus_id,
+            "remote_device_type": n.remote_device_type,
+        }
+        for n in links
+    ]
+
+
+def pair_to_json(pair: GpuPair) -> dict[str, Any]:
+    """The snapshot JSON object of one GPU pair (``gpu_pairs[]``)."""
+    return {
+        "nvml_index_a": pair.nvml_index_a,
+        "nvml_index_b": pair.nvml_index_b,
+        "topology": pair.topology,
+        "p2p_read": pair.p2p_read,
+        "p2p_write": pair.p2p_write,
+        "p2p_nvlink": pair.p2p_nvlink,
+        "errors": dict(pair.errors),
+    }
+
+
+def _pci_gpus_to_json(gpus: tuple[PciGpu, ...] | None) -> list[dict[str, Any]] | None:
+    if gpus is None:
+        return None
+    return [
+        {
+            "pci_bus_id": g.pci_bus_id,
+            "driver": g.driver,
+            "numa_node": g.numa_node,
+            "iommu_group_type": g.iommu_group_type,
+            "bridges": [{"bdf": b.bdf, "acs_ctl": b.acs_ctl} for b in g.bridges],
+        }
+        for g in gpus
+    ]
 
 
 def gpu_to_json(gpu: Gpu) -> dict[str, Any]:
@@ -40,7 +85,12 @@ def gpu_to_json(gpu: Gpu) -> dict[str, Any]:
             for m in gpu.mig_devices
         ],
         "processes": [
-            {"pid": p.pid, "used_memory_mib": p.used_memory_mib, "name": p.name}
+            {
+                "pid": p.pid,
+                "used_memory_mib": p.used_memory_mib,
+                "name": p.name,
+                "in_pid_namespace": p.in_pid_namespace,
+            }
             for p in gpu.processes
         ],
         "ecc_uncorrectable_volatile": gpu.ecc_uncorrectable_volatile,
@@ -50,6 +100,15 @@ def gpu_to_json(gpu: Gpu) -> dict[str, Any]:
         "compute_mode": gpu.compute_mode,
         "persistence_mode": gpu.persistence_mode,
         "throttle_reasons": None if gpu.throttle_reasons is None else list(gpu.throttle_reasons),
+        "pcie_link_gen_current": gpu.pcie_link_gen_current,
+        "pcie_link_gen_max": gpu.pcie_link_gen_max,
+        "pcie_link_width_current": gpu.pcie_link_width_current,
+        "pcie_link_width_max": gpu.pcie_link_width_max,
+        "numa_affinity": None if gpu.numa_affinity is None else list(gpu.numa_affinity),
+        "cpu_affinity": gpu.cpu_affinity,
+        "nvlinks": _nvlinks_to_json(gpu.nvlinks),
+        "fabric_state": gpu.fabric_state,
+        "fabric_status": gpu.fabric_status,
         "lost": gpu.lost,
         "errors": dict(gpu.errors),
     }
@@ -114,7 +173,17 @@ def host_to_json(host: HostInfo | None) -> dict[str, Any] | None:
         "nvidia_pci_gpus": host.nvidia_pci_gpus,
         "container_marks": None if host.container_marks is None else list(host.container_marks),
         "nvidia_env": dict(host.nvidia_env),
+        "kernel_iommu_args": _list_or_none(host.kernel_iommu_args),
+        "iommu_devices": _list_or_none(host.iommu_devices),
+        "dev_shm_total_mib": host.dev_shm_total_mib,
+        "dev_shm_free_mib": host.dev_shm_free_mib,
+        "nvidia_uvm_loaded": host.nvidia_uvm_loaded,
+        "pci_gpus": _pci_gpus_to_json(host.pci_gpus),
     }
+
+
+def _list_or_none(values: tuple[str, ...] | None) -> list[str] | None:
+    return None if values is None else list(values)
 
 
 def snapshot_to_json(snap: Snapshot) -> dict[str, Any]:
@@ -134,6 +203,7 @@ def snapshot_to_json(snap: Snapshot) -> dict[str, Any]:
         "torch": torch_to_json(snap.torch),
         "gputil": gputil_to_json(snap.gputil),
         "host": host_to_json(snap.host),
+        "gpu_pairs": None if snap.gpu_pairs is None else [pair_to_json(p) for p in snap.gpu_pairs],
     }
 
 
