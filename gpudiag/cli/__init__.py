@@ -258,20 +258,20 @@ def _discard_stdout() -> None:
     context_settings={"help_option_names": ["-h", "--help"], "auto_envvar_prefix": "GPUDIAG"},
     epilog="""\b
 Examples:
-  gpudiag list                                 # every GPU, as NVML/torch/GPUtil see it
-  gpudiag list --visible 1,2                   # which physical GPUs cuda:0, cuda:1 are
-  gpudiag check --visible 1,2 --device-ids 0,1 # will nn.DataParallel work?
-  gpudiag snapshot -o node.json                # capture this machine
-  gpudiag check --snapshot node.json --json    # replay it anywhere, no GPU needed
-  gpudiag probe all --device cpu               # short real training runs
+  gpudiag list                         # every GPU as NVML/torch/GPUtil see it
+  gpudiag list --visible 1,2           # the physical GPUs cuda:0, cuda:1 are
+  gpudiag check --visible 1,2 --device-ids 0,1   # will DataParallel work?
+  gpudiag snapshot -o node.json        # capture this machine
+  gpudiag check --snapshot node.json   # replay it anywhere, no GPU needed
+  gpudiag probe all --device cpu       # short real training runs
 
 \b
 Exit codes: 0 ok; 1 errors found (or warnings with --strict) or a probe
-failed; 2 bad input or unwritable output; 3 a probe timed out; 130 Ctrl-C.
-Any option can also come from GPUDIAG_<COMMAND>_<OPTION>, e.g.
-GPUDIAG_CHECK_STRICT=1. `gpudiag explain CODE` documents a finding,
-`gpudiag docs [TOPIC]` prints the manual's pages; `gpudiag --version` names
-the torch, driver and Python in use.""",
+failed; 2 bad input or unwritable output; 3 a probe timed out; 130 Ctrl-C. Any
+option can also come from GPUDIAG_<COMMAND>_<OPTION>, e.g.
+GPUDIAG_CHECK_STRICT=1. `gpudiag explain CODE` documents a finding, `gpudiag
+docs [TOPIC]` prints the manual's pages; `gpudiag --version` names the torch,
+driver and Python in use.""",
 )
 @click.option(
     "--version",

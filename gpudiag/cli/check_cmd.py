@@ -35,23 +35,23 @@ if TYPE_CHECKING:
 
 _EPILOG = """\b
 Examples:
-  gpudiag check                                   # this machine, this environment
-  gpudiag check --visible 1,2 --device-ids 0,1    # nn.DataParallel on GPUs 1 and 2
-  gpudiag check --device-ids 1,2,3                # model .cuda()'d on cuda:0: predicts
-                                                  #   'module must have its parameters...'
+  gpudiag check                          # this machine, this environment
+  gpudiag check --visible 1,2 --device-ids 0,1   # DataParallel on GPUs 1, 2
+  gpudiag check --device-ids 1,2,3       # model .cuda()'d on cuda:0: predicts
+                                         # 'module must have its parameters…'
   gpudiag check --set-device 1 --device-ids 1,2 --batch-size 64
-  gpudiag check --device-ids all --amp bf16       # DataParallel on all visible GPUs
-  gpudiag check --nproc-per-node 8 --backend nccl # before torchrun
-  gpudiag check --launcher openmpi --nproc-per-node 4   # before mpirun -n 4
-  gpudiag check --deepspeed-include localhost:1,2 # which GPUs DeepSpeed's workers get
-  mpirun -n 4 gpudiag check                       # inside any launcher: detected
-  gpudiag check --expect-gpus 4 --strict          # pre-job script: exit 1 if not clean
-  gpudiag check --snapshot node.json --json       # replay a saved machine
-  gpudiag check -q                                # the verdict line and errors only
-  gpudiag explain HEALTH-DRIVER-TOO-OLD           # what a finding means, how to fix it
-  gpudiag check --launched --script-reads LOCAL_RANK  # first line of a DDP script
-  gpudiag check --ddp-devices 1,2                 # Lightning devices=[1,2]
-  gpudiag check --set-device 0,1,2,3              # one value per local rank
+  gpudiag check --device-ids all --amp bf16   # DataParallel on every GPU
+  gpudiag check --nproc-per-node 8 --backend nccl        # before torchrun
+  gpudiag check --launcher openmpi --nproc-per-node 4    # before mpirun -n 4
+  gpudiag check --deepspeed-include localhost:1,2  # DeepSpeed workers' GPUs
+  mpirun -n 4 gpudiag check              # inside any launcher: detected
+  gpudiag check --expect-gpus 4 --strict # pre-job: exit 1 if not clean
+  gpudiag check --snapshot node.json --json   # replay a saved machine
+  gpudiag check -q                       # the verdict line and errors only
+  gpudiag explain HEALTH-DRIVER-TOO-OLD  # what a finding means, its fix
+  gpudiag check --launched --script-reads LOCAL_RANK   # in a DDP job's rank
+  gpudiag check --ddp-devices 1,2        # Lightning devices=[1,2]
+  gpudiag check --set-device 0,1,2,3     # one value per local rank
   gpudiag check --amp fp16 --model-dtype bf16 --tf32
 
 \b
@@ -59,8 +59,8 @@ Device ids are cuda ordinals under CUDA_VISIBLE_DEVICES (cuda:0 is the first
 visible GPU), exactly as torch.nn.DataParallel reads them.
 
 \b
-torch is not imported unless --deep is given or its installed build points at a
-problem (a CPU-only build beside GPUs, a CUDA build newer than the driver).
+torch is not imported unless --deep is given or its installed build points at
+a problem (a CPU-only build beside GPUs, a CUDA build newer than the driver).
 
 \b
 Exit codes: 0 no errors (warnings allowed); 1 errors, or warnings with

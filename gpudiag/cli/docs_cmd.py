@@ -18,9 +18,9 @@ Examples:
   gpudiag docs cli | less        # every command, option, JSON key, exit code
 
 \b
-The pages are installed with gpudiag (the same text as docs/*.md in its source).
-`gpudiag explain CODE` prints one finding's section. Exit codes: 0 printed;
-2 an unknown topic.""",
+The pages are installed with gpudiag (the same text as docs/*.md in its
+source). `gpudiag explain CODE` prints one finding's section. Exit codes: 0
+printed; 2 an unknown topic.""",
 )
 @click.argument("topic", required=False, metavar="[TOPIC]")
 def docs(topic: str | None) -> None:

@@ -18,8 +18,8 @@ Examples:
   gpudiag explain                     # every code by area: severity, title
 
 \b
-The text is gpudiag's finding documentation, installed with it. Exit codes:
-0 printed; 2 an unknown code.""",
+The text is gpudiag's finding documentation, installed with it. Exit codes: 0
+printed; 2 an unknown code.""",
 )
 @click.argument("code", required=False, metavar="[CODE]")
 def explain(code: str | None) -> None:

@@ -41,20 +41,20 @@ def json_text(doc: object, *, items: int) -> str:
     "list",
     epilog="""\b
 Examples:
-  gpudiag list                          # the live machine
+  gpudiag list                       # the live machine
   gpudiag list --json | jq '.gpus[] | {nvml_index, uuid, cuda_ordinals}'
-  gpudiag list --visible 2,0            # cuda:0 is nvidia-smi GPU 2, cuda:1 is GPU 0
-  gpudiag list --visible GPU-9e8d       # a UUID prefix, as Slurm may hand out
-  gpudiag list --snapshot node.json     # a machine captured by `gpudiag snapshot`
-  gpudiag list -v --deep                # full UUIDs, processes, and torch's own view
+  gpudiag list --visible 2,0         # cuda:0 is nvidia-smi GPU 2, cuda:1 0
+  gpudiag list --visible GPU-9e8d    # a UUID prefix, as Slurm may hand out
+  gpudiag list --snapshot node.json  # a machine `gpudiag snapshot` captured
+  gpudiag list -v --deep             # full UUIDs, processes, torch's own view
 
 \b
-The GPU column is nvidia-smi's index; the CUDA column is the cuda:N ordinal the
-GPU gets under CUDA_VISIBLE_DEVICES / CUDA_DEVICE_ORDER (blank: hidden). "Seen
-by" appears only where NVML, torch and GPUtil disagree. Without --deep, torch is
-not imported (one line says so). `gpudiag explain CODE` documents a finding.
-Exit status is 0 whenever a report could be made, zero GPUs and no driver
-included; 2 for bad input (e.g. a malformed --snapshot file).""",
+The GPU column is nvidia-smi's index; the CUDA column is the cuda:N ordinal
+the GPU gets under CUDA_VISIBLE_DEVICES / CUDA_DEVICE_ORDER (blank: hidden).
+"Seen by" appears only where NVML, torch and GPUtil disagree. Without --deep,
+torch is not imported (one line says so). `gpudiag explain CODE` documents a
+finding. Exit status is 0 whenever a report could be made, zero GPUs and no
+driver included; 2 for bad input (e.g. a malformed --snapshot file).""",
 )
 @snapshot_option
 @visible_options

@@ -11,13 +11,13 @@ from gpudiag.cli.files import write_file_atomically
 @click.command(
     epilog="""\b
 Examples:
-  gpudiag snapshot -o node17.json           # capture the GPU node
-  gpudiag list --snapshot node17.json       # replay it anywhere, no GPU needed
+  gpudiag snapshot -o node17.json        # capture the GPU node
+  gpudiag list --snapshot node17.json    # replay it anywhere, no GPU needed
   gpudiag check --snapshot node17.json --visible 1,2 --device-ids 0,1
 
 \b
-The document's "schema" field names its format (gpudiag-snapshot/1.2, described
-by `gpudiag docs snapshot`). The capture records
+The document's "schema" field names its format (gpudiag-snapshot/1.2,
+described by `gpudiag docs snapshot`). The capture records
 CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER, and the CUDA driver's own
 enumeration order (cuda_order) when a driver is present. Unlike list and
 check, it always asks torch (in a child process), as --deep does.""",

@@ -14,20 +14,21 @@ from gpudiag.cli.options import json_option, snapshot_option, visible_options
     "topo",
     epilog="""\b
 Examples:
-  gpudiag topo                               # this machine, every GPU selected
-  gpudiag topo --visible 0,1                 # what a job on GPUs 0 and 1 gets
-  gpudiag topo --snapshot node.json          # a machine captured by `gpudiag snapshot`
-  gpudiag topo --json | jq '.gpu_pairs[] | {nvml_index_a, nvml_index_b, link, p2p_read}'
+  gpudiag topo                       # this machine, every GPU selected
+  gpudiag topo --visible 0,1         # what a job on GPUs 0 and 1 gets
+  gpudiag topo --snapshot node.json  # a machine `gpudiag snapshot` captured
+  gpudiag topo --json | jq '.gpu_pairs[] | {nvml_index_a, link, p2p_read}'
 
 \b
-The matrix is nvidia-smi topo -m's: X self, NV# joined by # NVLink links, PIX/PXB
-through PCIe switches, PHB through a host bridge, NODE within a NUMA node, SYS
-across NUMA nodes; CPU and NUMA affinity per GPU. GPUs the launch selects
-(CUDA_VISIBLE_DEVICES, or --visible) are marked * with their cuda:N. Below: the
-P2P matrix (nvidia-smi topo -p2p), each GPU's PCIe link, NVLink, fabric, IOMMU
-and ACS, the host's IOMMU, /dev/shm and /dev/nvidia-uvm, and the TOPO- findings
-for the selected GPUs (`gpudiag explain TOPO-IOMMU`). Exit status is 0 whenever a
-report could be made; 2 for bad input (e.g. a malformed --snapshot file).""",
+The matrix is nvidia-smi topo -m's: X self, NV# joined by # NVLink links,
+PIX/PXB through PCIe switches, PHB through a host bridge, NODE within a NUMA
+node, SYS across NUMA nodes; CPU and NUMA affinity per GPU. GPUs the launch
+selects (CUDA_VISIBLE_DEVICES, or --visible) are marked * with their cuda:N.
+Below: the P2P matrix (nvidia-smi topo -p2p), each GPU's PCIe link, NVLink,
+fabric, IOMMU and ACS, the host's IOMMU, /dev/shm and /dev/nvidia-uvm, and the
+TOPO- findings for the selected GPUs (`gpudiag explain TOPO-IOMMU`). Exit
+status is 0 whenever a report could be made; 2 for bad input (e.g. a malformed
+--snapshot file).""",
 )
 @snapshot_option
 @visible_options
