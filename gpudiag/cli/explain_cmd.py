@@ -47,11 +47,46 @@ def explain(code: str | None) -> None:
             "(findings.md missing)"
         )
     click.echo(wanted)
-    click.echo(section)  # our own shipped text, printed as written
+    click.echo(_fit(section))  # our own shipped text, wrapped to the terminal
 
 
-#: The listing's width: gpudiag's output fits 100 columns.
+#: At most this wide, narrower on a narrower terminal (issue 20: every screen fits 80).
 _WIDTH = 100
+
+
+def _width() -> int:
+    from gpudiag.render.text import terminal_width
+
+    return min(_WIDTH, terminal_width(_WIDTH))
+
+
+def _fit(markdown: str) -> str:
+    """The section re-flowed to the terminal: each bullet (with its continuation
+    lines) or paragraph becomes one text, wrapped with its continuation hanging
+    under the bullet's text; blank lines and code fences stay."""
+    from gpudiag.render.text import wrap
+
+    width = _width()
+    items: list[str] = []
+    verbatim = False
+    for line in markdown.splitlines():
+        if line.startswith("```"):
+            verbatim = not verbatim
+            items.append("\0" + line)
+        elif verbatim or not line.strip():
+            items.append("\0" + line)
+        elif line.startswith("  ") and items and not items[-1].startswith("\0"):
+            items[-1] += " " + line.strip()
+        else:
+            items.append(line)
+    out: list[str] = []
+    for item in items:
+        if item.startswith("\0"):
+            out.append(item[1:])
+        else:
+            hang = "  " if item.startswith("- ") else ""
+            out += wrap(item, width, hang=hang)
+    return "\n".join(out)
 
 
 def _list_codes() -> None:
@@ -60,13 +95,14 @@ def _list_codes() -> None:
 
     from gpudiag.findings.catalog import AREAS, codes_in
 
+    width = _width()
     for n, (area, description) in enumerate(AREAS.items()):
         if n:
             click.echo("")
-        click.echo(textwrap.fill(f"{area}: {description}", _WIDTH, subsequent_indent="    "))
+        click.echo(textwrap.fill(f"{area}: {description}", width, subsequent_indent="    "))
         for info in codes_in(area):
             head = f"  {info.code:<28} {info.severity:<7} "
-            lines = textwrap.wrap(info.title, _WIDTH - len(head), break_on_hyphens=False)
+            lines = textwrap.wrap(info.title, width - len(head), break_on_hyphens=False)
             click.echo(head + lines[0])
             for line in lines[1:]:
                 click.echo(" " * len(head) + line)

@@ -10,7 +10,7 @@ from gpudiag.core.inventory import Inventory, InventoryRow
 from gpudiag.model import Finding, Gpu, Resolution, Snapshot, uuid_key
 from gpudiag.render.findings import render_findings, sort_findings
 from gpudiag.render.mapping import short_pci_bus_id
-from gpudiag.render.table import format_table
+from gpudiag.render.table import fit_column, format_table
 from gpudiag.render.text import PLAIN, Style, esc, safe, wrap
 from gpudiag.snapshot import gpu_to_json
 
@@ -253,7 +253,8 @@ def render_list(
         table: list[list[str]] = []
         for row in inventory.rows:
             table.extend(_gpu_rows(row, resolution, cols))
-        out.append(format_table(cols.headers(), table))
+        # The Name column gives way first when the terminal is narrow.
+        out.append(format_table(cols.headers(), fit_column(cols.headers(), table, width, 2)))
     out.append("")
     out += wrap(_versions_text(snapshot), width)
     out += wrap(_status_text(snapshot, style.verbosity >= 2), width)
