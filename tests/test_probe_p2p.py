@@ -12,21 +12,23 @@ import json
 import time
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
+from gpudiag.backends.nvml import NvmlResult
 from gpudiag.cli import main
 from gpudiag.cli.exitcodes import OK
-from gpudiag.model import Gpu, NvLink
+from gpudiag.model import Gpu, NvLink, SourceStatus
 from gpudiag.probes import p2p, p2p_allreduce
-from gpudiag.probes.common import parse_fault
+from gpudiag.probes.common import WorkerContext, parse_fault
 from gpudiag.probes.pairs import (
     PairRow,
     allreduce_verdict,
     device_pairs,
-    gpu_by_bus_id,
+    gpu_by_uuid,
     link_between,
     needs_retry,
     pair_status,
@@ -150,13 +152,15 @@ def test_link_between_unknown_gpu() -> None:
     assert link_between(_gpu(0, A_BUS), None) is None
 
 
-def test_gpu_by_bus_id_joins_torch_and_nvml_spellings() -> None:
+def test_gpu_by_uuid_joins_torch_and_nvml_spellings() -> None:
     gpus = (_gpu(0, A_BUS), _gpu(1, B_BUS))
-    # torch writes a 4-digit domain in lower or upper case; NVML an 8-digit one.
-    assert gpu_by_bus_id(gpus, "0000:65:00.0") is gpus[1]
-    assert gpu_by_bus_id(gpus, "0000:17:00.0".upper()) is gpus[0]
-    assert gpu_by_bus_id(gpus, "0000:99:00.0") is None
-    assert gpu_by_bus_id(gpus, None) is None
+    # torch's get_device_properties(i).uuid has no "GPU-" prefix; NVML's has.
+    assert gpu_by_uuid(gpus, "1") is gpus[1]
+    assert gpu_by_uuid(gpus, "GPU-0") is gpus[0]
+    hexed = replace(gpus[0], uuid="GPU-9e8d7c6b-aaaa")
+    assert gpu_by_uuid((hexed,), "9E8D7C6B-AAAA") is hexed
+    assert gpu_by_uuid(gpus, "9") is None
+    assert gpu_by_uuid(gpus, None) is None
 
 
 @pytest.mark.parametrize(
@@ -382,3 +386,79 @@ def test_probe_p2p_on_cpu_passes_with_no_pair(tmp_path: Path) -> None:
     assert (probe["probe"], probe["status"]) == ("p2p", "pass")
     assert probe["pairs"] == [] and probe["figures"]["pairs"] == 0
     assert probe["message"].startswith("no GPU pair")
+
+
+# --- the CUDA path's wiring, with torch.cuda and NVML stood in for ----------------------
+
+
+def _nvml(*gpus: Gpu) -> NvmlResult:
+    return NvmlResult(SourceStatus("ok"), gpus=gpus)
+
+
+def test_links_join_nvml_to_torch_by_uuid(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    pcie = {"pcie_link_gen_max": 4, "pcie_link_width_max": 16}
+    # NVML's order differs from CUDA's: the join is by UUID, never by index.
+    nvml = _nvml(
+        replace(_gpu(0, A_BUS, **pcie), uuid="GPU-bbb"),
+        replace(_gpu(1, B_BUS, pcie_link_gen_max=3, pcie_link_width_max=16), uuid="GPU-aaa"),
+        replace(_gpu(2, "00000000:99:00.0", **pcie), uuid="GPU-ccc"),
+    )
+    uuids = {0: "aaa", 1: "bbb", 2: "ccc"}
+    monkeypatch.setattr("gpudiag.backends.nvml.collect_nvml", lambda: nvml)
+    monkeypatch.setattr(
+        torch.cuda, "get_device_properties", lambda i: SimpleNamespace(uuid=uuids[i])
+    )
+    links, note = p2p._links([0, 1, 2])
+    assert note is None
+    got = {pair: (link.kind, link.expected_gbps) for pair, link in links.items() if link}
+    assert got == {
+        ("cuda:0", "cuda:1"): ("pcie", 15.8),  # GPU-aaa is Gen3
+        ("cuda:0", "cuda:2"): ("pcie", 15.8),
+        ("cuda:1", "cuda:2"): ("pcie", 31.5),
+    }
+    uuids[2] = "zzz"  # a GPU NVML does not list: that pair has no expected rate
+    links, note = p2p._links([0, 1, 2])
+    assert links[("cuda:1", "cuda:2")] is None and links[("cuda:0", "cuda:1")] is not None
+    assert note == "not in NVML's list (no expected rate): cuda:2"
+    monkeypatch.setattr(
+        "gpudiag.backends.nvml.collect_nvml",
+        lambda: NvmlResult(SourceStatus("unavailable", "no driver")),
+    )
+    assert p2p._links([0, 1]) == ({}, "NVML not read (no driver): no expected rates")
+
+
+@pytest.mark.parametrize(
+    ("device_ids", "pairs"),
+    [
+        (None, [("cuda:0", "cuda:1"), ("cuda:0", "cuda:2"), ("cuda:1", "cuda:2")]),
+        ((0, 2), [("cuda:0", "cuda:2")]),
+        ((1,), []),
+    ],
+)
+def test_run_pairs_the_selected_gpus(
+    monkeypatch: pytest.MonkeyPatch, device_ids: tuple[int, ...] | None, pairs: list[Any]
+) -> None:
+    import torch
+
+    seen: list[Any] = []
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 3)
+    monkeypatch.setattr(p2p, "_links", lambda ordinals: ({}, None))
+    monkeypatch.setattr(p2p, "check_pairs", lambda got, *a, **k: seen.append(got) or [])
+    ctx = WorkerContext(0, 1, 0, None, "cuda", "env", "r", 60.0, device_ids=device_ids)
+    result = p2p.run(ctx)
+    assert result.status == "pass"
+    if pairs:
+        assert seen == [pairs]
+    else:
+        assert seen == [] and result.message.startswith("no GPU pair (1 GPU selected)")
+
+
+def test_run_refuses_device_ids_not_visible(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    ctx = WorkerContext(0, 1, 0, None, "cuda", "env", "r", 60.0, device_ids=(0, 5))
+    with pytest.raises(ValueError, match=r"--device-ids \[5\] not visible: 2 GPU"):
+        p2p.run(ctx)

@@ -25,7 +25,7 @@ from gpudiag.probes.pairs import (
     PairRow,
     allreduce_verdict,
     device_pairs,
-    gpu_by_bus_id,
+    gpu_by_uuid,
     link_between,
     needs_retry,
     pair_status,
@@ -218,20 +218,18 @@ def _links(ordinals: Sequence[int]) -> tuple[dict[tuple[str, str], Link | None],
 
     try:
         nvml = collect_nvml()
-    except Exception as exc:  # NVML is optional: the probe still measures
-        return {}, f"NVML not read ({type(exc).__name__}): no expected rates"
-    if nvml.status.status != "ok":
-        return {}, f"NVML not read ({nvml.status.reason}): no expected rates"
-    gpus = {
-        i: gpu_by_bus_id(
-            nvml.gpus, getattr(torch.cuda.get_device_properties(i), "pci_bus_id", None)
-        )
-        for i in ordinals
-    }
+        if nvml.status.status != "ok":
+            return {}, f"NVML not read ({nvml.status.reason}): no expected rates"
+        uuids = {i: str(torch.cuda.get_device_properties(i).uuid) for i in ordinals}
+    except Exception as exc:  # the facts are optional: the probe still measures
+        return {}, f"NVML not read ({type(exc).__name__}: {exc}): no expected rates"
+    gpus = {i: gpu_by_uuid(nvml.gpus, uuid) for i, uuid in uuids.items()}
+    unknown = [f"cuda:{i}" for i, gpu in gpus.items() if gpu is None]
+    note = f"not in NVML's list (no expected rate): {', '.join(unknown)}" if unknown else None
     return {
         (f"cuda:{i}", f"cuda:{j}"): link_between(gpus[i], gpus[j])
         for i, j in device_pairs(ordinals)
-    }, None
+    }, note
 
 
 def run(ctx: WorkerContext) -> ProbeResult:

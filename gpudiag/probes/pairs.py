@@ -120,12 +120,17 @@ def link_between(a: Gpu | None, b: Gpu | None) -> Link | None:
     return Link("pcie", rate, f"PCIe Gen{gen} x{width} (max) = {rate:g}")
 
 
-def gpu_by_bus_id(gpus: Sequence[Gpu], bus_id: str | None) -> Gpu | None:
-    """The snapshot's GPU at ``bus_id`` (torch's and NVML's spellings both match)."""
-    key = pci_bus_key(bus_id)
-    if key is None:
+def gpu_by_uuid(gpus: Sequence[Gpu], uuid: str | None) -> Gpu | None:
+    """The snapshot's GPU with torch's ``get_device_properties(i).uuid``.
+
+    torch prints the UUID without NVML's ``GPU-`` prefix; its ``pci_bus_id`` is
+    the bus number alone (an int), so the UUID is the join key.
+    """
+    if not uuid:
         return None
-    return next((g for g in gpus if pci_bus_key(g.pci_bus_id) == key), None)
+    text = str(uuid)
+    full = text if text.startswith(("GPU-", "MIG-")) else f"GPU-{text}"
+    return next((g for g in gpus if (g.uuid or "").lower() == full.lower()), None)
 
 
 def speed_verdict(measured_gbps: float | None, expected_gbps: float | None) -> Speed:
