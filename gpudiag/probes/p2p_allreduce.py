@@ -33,7 +33,9 @@ def allreduce_attempt(
 ) -> tuple[Attempt, float | None, str]:
     """Runs one 2-rank all-reduce in child processes; ``hang`` when it passes ``limit_s``.
 
-    ``limit_s`` counts from the moment both ranks have imported torch. The children
+    ``limit_s`` counts from the moment both ranks have imported torch. The ranks'
+    process-group timeout is well past it, so a hang is ended here, by the kill,
+    and reported as one, not as the error NCCL's watchdog raises at its timeout. The children
     stay in this process's group, so the runner's ``killpg`` at ``--timeout`` ends
     them too. Returns (outcome, the slower rank's all-reduce time, error text).
     """
@@ -50,7 +52,7 @@ def allreduce_attempt(
                 "--backend", backend,
                 "--store", str(work / "store"),
                 "--result", str(results[rank]),
-                "--timeout", repr(limit_s),
+                "--timeout", repr(2 * limit_s + 30),
             )  # fmt: skip
             with open(work / f"rank{rank}.log", "wb") as log:
                 procs.append(
