@@ -9,6 +9,9 @@ only ``NCCL_P2P_DISABLE=1`` clears. The NCCL path on real GPUs is not exercised 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -20,7 +23,7 @@ from click.testing import CliRunner
 
 from gpudiag.backends.nvml import NvmlResult
 from gpudiag.cli import main
-from gpudiag.cli.exitcodes import OK
+from gpudiag.cli.exitcodes import OK, TIMEOUT
 from gpudiag.model import Gpu, NvLink, SourceStatus
 from gpudiag.probes import p2p, p2p_allreduce
 from gpudiag.probes.common import WorkerContext, parse_fault
@@ -462,3 +465,39 @@ def test_run_refuses_device_ids_not_visible(monkeypatch: pytest.MonkeyPatch) -> 
     ctx = WorkerContext(0, 1, 0, None, "cuda", "env", "r", 60.0, device_ids=(0, 5))
     with pytest.raises(ValueError, match=r"--device-ids \[5\] not visible: 2 GPU"):
         p2p.run(ctx)
+
+
+# --- real hardware (auto-skipped without a driver; not run where this was written) ------
+
+
+def _gpu_probe(tmp_path: Path, *args: str, **env: str) -> tuple[int, dict[str, Any]]:
+    full = {k: v for k, v in os.environ.items() if k != "GPUDIAG_PROBE_FAULT"}
+    full |= {"TMPDIR": str(tmp_path), **env}
+    argv = [sys.executable, "-m", "gpudiag", "probe", "p2p", "--device", "cuda", "--json"]
+    proc = subprocess.run(
+        [*argv, *args], env=full, capture_output=True, text=True, timeout=900, check=False
+    )
+    return proc.returncode, json.loads(proc.stdout)["probes"][0]
+
+
+@pytest.mark.gpu
+def test_gpu_p2p_every_pair(tmp_path: Path) -> None:
+    code, probe = _gpu_probe(tmp_path, "--timeout", "600")
+    gpus = probe["figures"]["gpus"]
+    assert len(probe["pairs"]) == gpus * (gpus - 1) // 2
+    for pair in probe["pairs"]:
+        assert pair["copy_ab_exact"] and pair["copy_ba_exact"], pair
+        assert pair["allreduce"] in ("pass", "hang"), pair  # a hang is a finding, named
+    assert code == OK or any(p["allreduce"] == "hang" for p in probe["pairs"])
+
+
+@pytest.mark.gpu
+def test_gpu_p2p_planted_hang_is_named(tmp_path: Path) -> None:
+    if visible_gpu_count(None) < 2:
+        pytest.skip("fewer than 2 GPUs: no pair")
+    code, probe = _gpu_probe(
+        tmp_path, "--device-ids", "0,1", "--timeout", "300", GPUDIAG_PROBE_FAULT="hang:p2p"
+    )
+    (pair,) = probe["pairs"]
+    assert (pair["allreduce"], pair["allreduce_retry_p2p_disabled"]) == ("hang", "pass")
+    assert code == TIMEOUT
