@@ -31,6 +31,7 @@ from typing import Any
 
 import pytest
 
+from gpudiag.probes.pairs import PairRow
 from gpudiag.probes.results import (
     BandwidthRow,
     Check,
@@ -503,6 +504,32 @@ def test_probe_document_matches_schema() -> None:
         hang=HangInfo(limit_s=3.0, arrived_ranks=(0,), missing_ranks=(1,), stages={0: "wait"}),
     )
     empty = ProbeResult(probe="single", status="pass", device="cpu", message="ok", wall_s=0.04)
+    # The p2p probe's pairs (issue 18): one filled row, its retry and cause set.
+    pair = PairRow(
+        device_a="cuda:0",
+        device_b="cuda:1",
+        cuda_ordinal_a=0,
+        cuda_ordinal_b=1,
+        status="timeout",
+        message="hung",
+        link="pcie",
+        expected_gbps=31.5,
+        link_basis="PCIe Gen4 x16 (max) = 31.5",
+        copy_bytes=1 << 26,
+        copy_ab_exact=True,
+        copy_ba_exact=True,
+        copy_mismatched_elements=0,
+        copy_ab_elapsed_s=0.003,
+        copy_ba_elapsed_s=0.003,
+        copy_ab_gbps=22.4,
+        copy_ba_gbps=22.1,
+        speed="ok",
+        allreduce="hang",
+        allreduce_elapsed_s=0.01,
+        allreduce_retry_p2p_disabled="pass",
+        allreduce_cause="all-reduce hung with P2P and passed with NCCL_P2P_DISABLE=1",
+    )
+    p2p = ProbeResult(probe="p2p", status="timeout", device="cuda", message="m", pairs=(pair,))
     docs = [
         (
             f"probe {len(probes)}",
@@ -519,6 +546,6 @@ def test_probe_document_matches_schema() -> None:
                 )
             ),
         )
-        for probes, startup in (((full, empty), 1.5), ((empty,), None))
+        for probes, startup in (((full, empty, p2p), 1.5), ((empty,), None))
     ]
     assert_documents_match("probe", _schema_value("probe", docs))

@@ -351,7 +351,7 @@ def test_unknown_probe_is_usage_error() -> None:
     result = CliRunner().invoke(main, ["probe", "bogus"])
     assert result.exit_code == BAD_INPUT
     assert result.stdout == ""
-    assert "Invalid value for '[single|dp|ddp|amp|all]'" in result.stderr
+    assert "Invalid value for '[single|dp|ddp|amp|p2p|all]'" in result.stderr
 
 
 # --- planted faults ----------------------------------------------------------

@@ -33,13 +33,18 @@ Probes (each trains a small model and checks numbers, not "did not crash"):
           algbw and busbw (nccl-tests: busbw = algbw * 2(n-1)/n)
   amp     autocast (fp16 + GradScaler, bf16 where supported; bf16 on CPU):
           loss close to float32; speed-up over float32
-  all     every probe above (the default)
+  p2p     every pair of GPUs (--device-ids, else all visible): a peer copy
+          both ways, bit-exact, timed against the link (NVLink/PCIe); a
+          2-rank NCCL all-reduce, retried with NCCL_P2P_DISABLE=1 if it hangs
+          to name the cause. With fewer than 2 GPUs: no pair, passes
+  all     single, dp, ddp, amp; and p2p when 2+ GPUs are selected (default)
 
 \b
 Examples:
   gpudiag probe all --device cpu           # runs anywhere, gloo + bf16
   gpudiag probe ddp --nproc 4 --visible 0,1,2,3
   gpudiag probe dp --visible 2,3 --device-ids 0,1 --json
+  gpudiag probe p2p --visible 0,1,2,3 --timeout 300   # 6 pairs
   torchrun --nproc-per-node=8 -m gpudiag probe ddp          # inside torchrun
   srun --ntasks=16 gpudiag probe ddp   # with MASTER_ADDR/MASTER_PORT exported
   mpiexec -n 2 gpudiag probe ddp --device cpu   # Open MPI, MPICH, Intel MPI
@@ -85,9 +90,9 @@ def max_nproc() -> int:
 )
 @click.argument(
     "which",
-    type=click.Choice(["single", "dp", "ddp", "amp", "all"]),
+    type=click.Choice(["single", "dp", "ddp", "amp", "p2p", "all"]),
     default="all",
-    metavar="[single|dp|ddp|amp|all]",
+    metavar="[single|dp|ddp|amp|p2p|all]",
 )
 @child_visible_options
 @click.option(
@@ -95,8 +100,8 @@ def max_nproc() -> int:
     "device_ids_text",
     metavar="IDS",
     default=None,
-    help="cuda ordinals for the dp probe, e.g. '0,1' (ordinals under --visible). "
-    "Default: every visible GPU.",
+    help="cuda ordinals for the dp and p2p probes, e.g. '0,1' (ordinals under "
+    "--visible). Default: every visible GPU.",
 )
 @click.option(
     "--nproc",
@@ -139,7 +144,7 @@ def probe(
     as_json: bool,
     json_out: str | None = None,
 ) -> None:
-    """Run short training probes (single, dp, ddp, amp) and verify the numbers."""
+    """Run short training probes (single, dp, ddp, amp, p2p) and verify the numbers."""
     # Deferred: the runner is only needed when probing, and keeps --help cheap.
     from gpudiag.backends.torchdist import probe_torch_problem
     from gpudiag.launch.process import detect_launch
@@ -151,6 +156,7 @@ def probe(
         gpu_driver_present,
         parse_probe_names,
         run_probes,
+        visible_gpu_count,
     )
     from gpudiag.render.probe import render_probe_json, render_probe_table
 
@@ -199,8 +205,12 @@ def probe(
     if (torch_problem := probe_torch_problem()) is not None:
         raise GpudiagInputError(torch_problem)
     resolved_device: Literal["cpu", "cuda"] = "cuda" if device == "cuda" else "cpu"
+    # `all` adds p2p only for 2+ selected GPUs (docs/probes.md); cpu selects none.
+    gpus = 0
+    if resolved_device == "cuda":
+        gpus = len(device_ids) if device_ids is not None else visible_gpu_count(visible)
     plan = ProbePlan(
-        probes=parse_probe_names(which),
+        probes=parse_probe_names(which, gpus),
         device=resolved_device,
         timeout_s=timeout_s,
         nproc=nproc if nproc is not None else default_nproc(resolved_device, visible),

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from gpudiag.probes.results import Check, Figure
+from gpudiag.probes.results import ALL_PROBE_NAMES, Check, Figure
 
 if TYPE_CHECKING:
     import torch
@@ -58,7 +58,7 @@ def parse_fault(value: str | None) -> Fault | None:
         raise ValueError(f"{FAULT_ENV}={value!r}: kind must be one of {', '.join(FAULT_KINDS)}")
     probes = tuple(p.strip() for p in probes_text.split(",") if p.strip())
     for probe in probes:
-        if probe not in ("single", "dp", "ddp", "amp"):
+        if probe not in ALL_PROBE_NAMES:
             raise ValueError(f"{FAULT_ENV}={value!r}: unknown probe {probe!r}")
     return Fault(kind=kind, probes=probes)
 

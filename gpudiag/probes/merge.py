@@ -73,6 +73,7 @@ def _merge(got: Sequence[ProbeResult], runners: Sequence[Child]) -> ProbeResult:
         ranks=base.ranks,
         bandwidth=base.bandwidth,
         memory=base.memory,
+        pairs=base.pairs,
         notes=base.notes + worst.notes,
     )
 

@@ -11,12 +11,16 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 from gpudiag.launch.table import Launcher as Launcher
+from gpudiag.probes.pairs import PairRow
 
 PROBE_SCHEMA = "gpudiag-probe/1"
 
-ProbeName = Literal["single", "dp", "ddp", "amp"]
-#: Canonical order of the probes, in reports and for ``gpudiag probe all``.
+ProbeName = Literal["single", "dp", "ddp", "amp", "p2p"]
+#: What ``gpudiag probe all`` runs everywhere, in canonical order.
 PROBE_NAMES: tuple[ProbeName, ...] = ("single", "dp", "ddp", "amp")
+#: Every probe, in canonical order: ``all`` adds ``p2p`` only where two or more GPUs
+#: are selected (docs/probes.md), since it tests pairs of GPUs.
+ALL_PROBE_NAMES: tuple[ProbeName, ...] = (*PROBE_NAMES, "p2p")
 
 #: ``pass``: every check held; ``fail``: a check failed or the probe raised;
 #: ``timeout``: killed at the hard wall-clock limit (a hang); ``not_run``: an
@@ -238,6 +242,7 @@ class ProbeResult:
         ranks: per-rank rows (ddp).
         bandwidth: all-reduce bandwidth rows (ddp).
         memory: per-device peak memory rows (dp).
+        pairs: per-pair rows (p2p).
         notes: honest remarks, e.g. which torch code path ran.
         hang: set when ``status`` is ``timeout``.
     """
@@ -254,6 +259,7 @@ class ProbeResult:
     memory: tuple[MemoryRow, ...] = ()
     notes: tuple[str, ...] = ()
     hang: HangInfo | None = None
+    pairs: tuple[PairRow, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The result as a JSON object (``docs/probes.md``)."""
@@ -268,6 +274,7 @@ class ProbeResult:
             "ranks": [r.to_json() for r in self.ranks],
             "bandwidth": [b.to_json() for b in self.bandwidth],
             "memory": [m.to_json() for m in self.memory],
+            "pairs": [p.to_json() for p in self.pairs],
             "notes": list(self.notes),
             "hang": self.hang.to_json() if self.hang is not None else None,
         }
@@ -290,6 +297,7 @@ class ProbeResult:
             ranks=tuple(RankRow.from_json(r) for r in data.get("ranks", ())),
             bandwidth=tuple(BandwidthRow.from_json(b) for b in data.get("bandwidth", ())),
             memory=tuple(MemoryRow.from_json(m) for m in data.get("memory", ())),
+            pairs=tuple(PairRow.from_json(p) for p in data.get("pairs", ())),
             notes=tuple(str(n) for n in data.get("notes", ())),
             hang=HangInfo.from_json(hang) if hang is not None else None,
         )

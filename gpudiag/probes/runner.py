@@ -39,7 +39,13 @@ from gpudiag.probes.jobtoken import (
 )
 from gpudiag.probes.merge import result_for
 from gpudiag.probes.plan import Device, ProbePlan
-from gpudiag.probes.results import PROBE_NAMES, ProbeName, ProbeReport, ProbeResult
+from gpudiag.probes.results import (
+    ALL_PROBE_NAMES,
+    PROBE_NAMES,
+    ProbeName,
+    ProbeReport,
+    ProbeResult,
+)
 from gpudiag.probes.tempdirs import (
     cleanup,
     make_run_dir,
@@ -68,19 +74,24 @@ def default_device() -> Device:
 
 
 def default_nproc(device: Device, visible: str | None) -> int:
-    """Self-launched ddp ranks: 2 on the CPU; on CUDA one per visible device.
-
-    The visible count is the number of entries in CUDA_VISIBLE_DEVICES (or
-    ``--visible``) when set, else the GPUs under /proc/driver/nvidia/gpus.
-    """
+    """Self-launched ddp ranks: 2 on the CPU; on CUDA one per visible device."""
     if device == "cpu":
         return 2
+    return max(1, visible_gpu_count(visible))
+
+
+def visible_gpu_count(visible: str | None) -> int:
+    """GPUs the children will see, counted without CUDA: the entries of
+    CUDA_VISIBLE_DEVICES (or ``--visible``) when set, else the GPUs under
+    /proc/driver/nvidia/gpus."""
     spec = visible if visible is not None else os.environ.get("CUDA_VISIBLE_DEVICES")
     if spec is not None:
-        return max(1, len([e for e in spec.split(",") if e.strip()]))
+        return len([e for e in spec.split(",") if e.strip()])
     gpus = Path("/proc/driver/nvidia/gpus")
-    count = len(list(gpus.iterdir())) if gpus.is_dir() else 0
-    return max(1, count)
+    try:
+        return sum(1 for _ in gpus.iterdir())
+    except OSError:
+        return 0
 
 
 def run_probes(
@@ -198,11 +209,16 @@ def _assign(plan: ProbePlan, rank: int, world_size: int) -> list[tuple[int, tupl
     return [(r, ("ddp", *local_only) if r == 0 else ("ddp",)) for r in range(world_size)]
 
 
-def parse_probe_names(which: str) -> tuple[ProbeName, ...]:
-    """``all`` or one probe name, as a canonical tuple."""
+def parse_probe_names(which: str, gpus: int = 0) -> tuple[ProbeName, ...]:
+    """``all`` or one probe name, as a canonical tuple.
+
+    ``all`` includes ``p2p`` only when ``gpus`` (the GPUs selected on cuda) is 2 or
+    more: with fewer there is no pair, and a pass that tested nothing would read as
+    a verified P2P path (docs/probes.md).
+    """
     if which == "all":
-        return PROBE_NAMES
-    for name in PROBE_NAMES:
+        return ALL_PROBE_NAMES if gpus >= 2 else PROBE_NAMES
+    for name in ALL_PROBE_NAMES:
         if name == which:
             return (name,)
-    raise GpudiagInputError(f"unknown probe {which!r}: choose single, dp, ddp, amp or all")
+    raise GpudiagInputError(f"unknown probe {which!r}: choose single, dp, ddp, amp, p2p or all")

@@ -119,6 +119,10 @@ def _probe_runner(name: str) -> Callable[[WorkerContext], ProbeResult]:
         from gpudiag.probes import amp
 
         return amp.run
+    if name == "p2p":
+        from gpudiag.probes import p2p
+
+        return p2p.run
     raise ValueError(f"unknown probe {name!r}")
 
 

@@ -7,6 +7,7 @@ from typing import Any
 from tabulate import tabulate
 
 from gpudiag.model import short_uuid
+from gpudiag.probes.pairs import PairRow
 from gpudiag.probes.results import Figure, ProbeReport, ProbeResult
 from gpudiag.render.text import PLAIN, Style, esc, safe, wrap
 
@@ -36,7 +37,7 @@ def render_probe_table(report: ProbeReport, style: Style = PLAIN) -> str:
     if style.verbosity:
         for result in report.probes:
             if style.verbosity >= 2 or result.status != "pass":
-                section = _section(result, report.world_size)
+                section = _section(result, report.world_size, style.width)
                 if section:
                     parts.append(section)
             elif result.ranks and report.launcher != "self" and report.world_size > 1:
@@ -80,7 +81,7 @@ def _ranks_table(result: ProbeResult) -> str:
     return tabulate(rows, headers=headers, tablefmt="simple")
 
 
-def _section(result: ProbeResult, world_size: int = 0) -> str:
+def _section(result: ProbeResult, world_size: int = 0, width: int = 100) -> str:
     lines: list[str] = []
     rows: list[list[object]]
     if result.checks:
@@ -127,6 +128,8 @@ def _section(result: ProbeResult, world_size: int = 0) -> str:
         lines.append(
             tabulate(rows, headers=["DEVICE", "PEAK MiB"], tablefmt="simple", disable_numparse=True)
         )
+    if result.pairs:
+        lines.extend(_pairs_lines(result.pairs, width))
     if result.hang is not None:
         hang = result.hang
         lines.append(
@@ -141,6 +144,44 @@ def _section(result: ProbeResult, world_size: int = 0) -> str:
     if not lines:
         return ""
     return f"[{result.probe}]\n" + "\n".join(lines)
+
+
+def _pairs_lines(pairs: tuple[PairRow, ...], width: int) -> list[str]:
+    """The p2p probe's pairs: one row each (at most ~90 columns for ``cuda:10-cuda:11``),
+    then, for each pair that did not pass, its message wrapped to ``width``."""
+    rows = [
+        [
+            esc(f"{p.device_a}-{p.device_b}", 20),
+            p.link or "?",
+            _rate(p.expected_gbps),
+            _rate(p.copy_ab_gbps),
+            _rate(p.copy_ba_gbps),
+            "yes" if p.copy_ab_exact and p.copy_ba_exact else "NO",
+            _allreduce(p),
+            _STATUS_TEXT[p.status],
+        ]
+        for p in pairs
+    ]
+    headers = ["PAIR", "LINK", "EXPECT", "A>B", "B>A", "EXACT", "ALL-REDUCE", "STATUS"]
+    lines = [
+        "copies in GB/s per direction; EXPECT: the link's rate from the topology facts",
+        tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True),
+    ]
+    for p in pairs:
+        if p.status != "pass":
+            lines.extend(wrap(safe(f"{p.device_a}-{p.device_b}: {p.message}"), width))
+    return lines
+
+
+def _rate(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def _allreduce(pair: PairRow) -> str:
+    """``pass``; or ``hang, P2P off: pass`` when the retry with NCCL_P2P_DISABLE=1 ran."""
+    if pair.allreduce_retry_p2p_disabled is None:
+        return pair.allreduce.replace("_", " ")
+    return f"{pair.allreduce}, P2P off: {pair.allreduce_retry_p2p_disabled.replace('_', ' ')}"
 
 
 def _note_applies(note: str, device: str) -> bool:
