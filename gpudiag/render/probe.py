@@ -9,6 +9,7 @@ from tabulate import tabulate
 from gpudiag.model import short_uuid
 from gpudiag.probes.pairs import PairRow
 from gpudiag.probes.results import Figure, ProbeReport, ProbeResult
+from gpudiag.render.table import fit_column, format_table
 from gpudiag.render.text import PLAIN, Style, esc, safe, wrap
 
 _STATUS_TEXT = {"pass": "PASS", "fail": "FAIL", "timeout": "HUNG", "not_run": "NOT RUN"}
@@ -62,10 +63,10 @@ def _summary(results: list[ProbeResult], style: Style) -> list[str]:
     return lines
 
 
-def _ranks_table(result: ProbeResult) -> str:
+def _ranks_table(result: ProbeResult, width: int = 100) -> str:
     rows = [
         [
-            r.rank,
+            str(r.rank),
             _opt(r.node_rank),
             _opt(r.local_rank),
             esc(_opt(r.host), 24),
@@ -78,25 +79,26 @@ def _ranks_table(result: ProbeResult) -> str:
         for r in result.ranks
     ]
     headers = ["RANK", "NODE", "LOCAL", "HOST", "PID", "DEVICE", "GPU UUID", "BUS ID", "ARRIVED"]
-    return tabulate(rows, headers=headers, tablefmt="simple")
+    # The host name gives way on a narrow terminal (issue 20).
+    return format_table(headers, fit_column(headers, rows, width, 3, minimum=8))
 
 
 def _section(result: ProbeResult, world_size: int = 0, width: int = 100) -> str:
     lines: list[str] = []
     rows: list[list[object]]
     if result.checks:
-        rows = [
-            ["ok" if c.passed else "FAIL", c.name, _num(c.value), _num(c.tolerance), c.detail]
+        heads = ["", "CHECK", "VALUE", "TOL", "RULE"]
+        cells = [
+            ["ok" if c.passed else "FAIL", c.name, _num(c.value), _num(c.tolerance), safe(c.detail)]
             for c in result.checks
         ]
-        lines.append(
-            tabulate(rows, headers=["", "CHECK", "VALUE", "TOL", "RULE"], tablefmt="simple")
-        )
+        # The rule gives way on a narrow terminal (issue 20); --json has it whole.
+        lines.append(format_table(heads, fit_column(heads, cells, width, 4)))
     if result.figures:
         figures = ", ".join(f"{k}={_fig(v)}" for k, v in result.figures.items())
-        lines.append(f"figures: {figures}")
+        lines += wrap(f"figures: {figures}", width)
     if result.ranks:
-        lines.append(_ranks_table(result))
+        lines.append(_ranks_table(result, width))
     # One rank moves no data between ranks: its all-reduce "bandwidth" is a
     # memory copy (an H100 run printed busbw 0 GB/s and algbw 2088 GB/s).
     if result.bandwidth and max(world_size, len(result.ranks)) > 1:
@@ -132,15 +134,16 @@ def _section(result: ProbeResult, world_size: int = 0, width: int = 100) -> str:
         lines.extend(_pairs_lines(result.pairs, width))
     if result.hang is not None:
         hang = result.hang
-        lines.append(
+        lines += wrap(
             f"hang: killed after {hang.limit_s:g} s; arrived ranks {list(hang.arrived_ranks)}; "
-            f"missing ranks {list(hang.missing_ranks)}"
+            f"missing ranks {list(hang.missing_ranks)}",
+            width,
         )
         for rank, stage in sorted(hang.stages.items()):
-            lines.append(f"  rank {rank} was at: {stage}")
+            lines += wrap(f"rank {rank} was at: {safe(stage)}", width, indent="  ")
     for note in result.notes:
         if "\n" not in note and _note_applies(note, result.device):  # tracebacks stay in --json
-            lines.append(f"note: {safe(note)}")
+            lines += wrap(f"note: {safe(note)}", width)
     if not lines:
         return ""
     return f"[{result.probe}]\n" + "\n".join(lines)

@@ -63,8 +63,10 @@ class Progress:
             if self.live:
                 self.stream.write("\r\x1b[K" + line[: max(10, self.width - 1)])
                 self.shown = True
-            else:
-                self.stream.write(line + "\n")
+            else:  # a log: whole lines, wrapped to the width (issue 20: 80 columns)
+                from gpudiag.render.text import wrap
+
+                self.stream.write("\n".join(wrap(line, self.width)) + "\n")
             self.stream.flush()
         except (OSError, ValueError):  # stderr closed: progress is not worth failing for
             pass
