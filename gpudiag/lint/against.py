@@ -48,12 +48,12 @@ def script_values(facts: Facts) -> ScriptValues:
     if anchor is not None:
         mask = script_mask(facts, anchor)
         if mask is not None:
-            out.visible = (",".join(mask[1]), mask[0])
+            out.visible = (",".join(mask[1].entries), mask[0])
     elif facts.of("env_set"):
         last = facts.events[-1]
         mask = script_mask(facts, last)
         if mask is not None:
-            out.visible = (",".join(mask[1]), mask[0])
+            out.visible = (",".join(mask[1].entries), mask[0])
     for ev in facts.of("set_device"):
         k = as_int(ev.val) if ev.val is not None else None
         if k is not None and ev.proc == (dp.proc if dp else ev.proc):
