@@ -10,6 +10,7 @@ inventory) are left to ``gpudiag check``.
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -18,6 +19,7 @@ from gpudiag.core.request import FROM_SNAPSHOT, CheckRequest, RequestError
 from gpudiag.core.visibility import DriverAsker
 from gpudiag.errors import GpudiagInputError
 from gpudiag.lint.codes import Hit
+from gpudiag.lint.exprs import MAX_CONST_ITEMS
 from gpudiag.lint.facts import Event, Facts
 from gpudiag.lint.rules_dp import script_mask
 from gpudiag.lint.values import Val, as_int, int_list
@@ -48,12 +50,12 @@ def script_values(facts: Facts) -> ScriptValues:
     if anchor is not None:
         mask = script_mask(facts, anchor)
         if mask is not None:
-            out.visible = (",".join(mask[1]), mask[0])
+            out.visible = (",".join(mask[1].entries), mask[0])
     elif facts.of("env_set"):
         last = facts.events[-1]
         mask = script_mask(facts, last)
         if mask is not None:
-            out.visible = (",".join(mask[1]), mask[0])
+            out.visible = (",".join(mask[1].entries), mask[0])
     for ev in facts.of("set_device"):
         k = as_int(ev.val) if ev.val is not None else None
         if k is not None and ev.proc == (dp.proc if dp else ev.proc):
@@ -63,6 +65,7 @@ def script_values(facts: Facts) -> ScriptValues:
         out.dataparallel = dp
         ids_val = dp.data.get("ids")
         ids = int_list(ids_val) if isinstance(ids_val, Val) else None
+        _refuse_long_literal(ids_val, dp)
         if ids is not None:
             out.device_ids = (ids, dp)
         out_val = dp.data.get("out")
@@ -90,6 +93,22 @@ def script_values(facts: Facts) -> ScriptValues:
             out.amp = (str(dtype), ev)
             break
     return out
+
+
+def _refuse_long_literal(ids_val: object, dp: Event) -> None:
+    """A ``device_ids`` literal longer than the walker reads as a constant (issue 21).
+    Fed as "not given", check would say DataParallel uses the default ids, which the
+    script does not; its whole list cannot be fed either (100,000 ids printed 9.9 MB).
+
+    Raises:
+        GpudiagInputError: always, for such a literal (one line, exit 2).
+    """
+    node = ids_val.node if isinstance(ids_val, Val) else None
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)) and len(node.elts) > MAX_CONST_ITEMS:
+        raise GpudiagInputError(
+            f"the script's device_ids (line {dp.line}) lists {len(node.elts)} ids; lint "
+            f"--check reads a device_ids literal of at most {MAX_CONST_ITEMS} (docs/lint.md)"
+        )
 
 
 def _line_for(code: str, values: ScriptValues) -> Event | None:

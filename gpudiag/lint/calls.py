@@ -6,7 +6,15 @@ import ast
 
 from gpudiag.lint import names as N
 from gpudiag.lint.semantics import Semantics
-from gpudiag.lint.syntax import argument, assigned_in, dotted_name, keyword, uses_cuda
+from gpudiag.lint.syntax import (
+    argument,
+    assigned_in,
+    dotted_name,
+    dotted_prefixes,
+    keyword,
+    unparse,
+    uses_cuda,
+)
 from gpudiag.lint.values import (
     UNKNOWN,
     WEAK_TAGS,
@@ -82,11 +90,14 @@ class CallSemantics(Semantics):
     ) -> Val:
         if name in ("int", "str", "float") and args:
             inner = args[0]
-            if inner.has_const:
+            # scalars only: str() of a list bound to a name costs its length at each use
+            if inner.has_const and isinstance(inner.const, (str, int, float)):
                 try:
                     conv = {"int": int, "str": str, "float": float}[name](inner.const)
                     return const(conv, node)
-                except (TypeError, ValueError):
+                except (TypeError, ValueError, OverflowError):
+                    # float() of a 400-digit int overflows; str() of over 4,300 digits
+                    # raises ValueError (issue 21: both were tracebacks)
                     pass
             return Val(tags=inner.tags, device=inner.device, node=node)
         if name in self.funcs:
@@ -104,7 +115,7 @@ class CallSemantics(Semantics):
             )
             if init is not None:
                 self.inline(init, args, kwargs, skip_self=True)
-            is_module = any("Module" in ast.unparse(b) for b in cls.bases)
+            is_module = any("Module" in unparse(b) for b in cls.bases)
             # a model that puts its own layers on a GPU in __init__ is not on the CPU
             dev: Dev | None = ("unknown", "?") if init is not None and uses_cuda(init) else None
             return Val(
@@ -269,7 +280,7 @@ class CallSemantics(Semantics):
                     "key": key or "",
                     "dtype": "fp16" if meth == "half" else "bf16",
                     "module": obj.kind in ("module", "dp", "ddp"),
-                    "text": ast.unparse(node),
+                    "text": node,
                 },
             )
             return obj.with_tags(frozenset({"HALF"})) if meth == "half" else obj
@@ -310,7 +321,7 @@ class CallSemantics(Semantics):
                 arg,
                 {
                     "is_sampler": obj.kind == "sampler",
-                    "arg": ast.unparse(arg_node) if arg_node is not None else "",
+                    "arg": arg_node if arg_node is not None else "",
                     "literal": isinstance(arg_node, ast.Constant),
                     "name": arg_node.id if isinstance(arg_node, ast.Name) else "",
                     "in_loop": bool(self.loops),
@@ -354,7 +365,11 @@ class CallSemantics(Semantics):
                 names.add(key)
         if not names:
             return False
-        varying: set[str] = set()
-        for loop_vars, _, loop in self.loops:  # every enclosing loop, outer ones too
-            varying |= set(loop_vars) | assigned_in(loop)
-        return not any(n == v or n.startswith(v + ".") for n in names for v in varying)
+        # each name and its dotted prefixes against each loop's sets: no set is copied
+        # or scanned per call (issue 21: thousands of set_epoch calls were quadratic)
+        loops = [(loop_vars, assigned_in(loop)) for loop_vars, _, loop in self.loops]
+        for name in names:  # every enclosing loop, outer ones too
+            for prefix in [name, *dotted_prefixes(name)]:
+                if any(prefix in loop_vars or prefix in assigned for loop_vars, assigned in loops):
+                    return False
+        return True

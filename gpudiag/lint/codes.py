@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpudiag.findings.catalog import titles
+from gpudiag.lint import shown
 from gpudiag.model import Finding, Severity
 
 #: ``{code: title}`` of every lint rule: the catalogue's ``lint`` area, so a code
@@ -47,15 +48,17 @@ def hit(
     predicts: str | None,
     subject: str | None = None,
 ) -> Hit:
+    # the rules bound what they quote (gpudiag.lint.shown); this cuts any long run
+    # they missed, so no finding repeats a megabyte of the script (issue 21)
     return Hit(
         line,
         col,
         Finding(
             code=code,
             severity=severity,
-            message=message,
-            fix=fix,
-            predicts=predicts,
-            subject=subject,
+            message=shown.message(message),
+            fix=None if fix is None else shown.message(fix),
+            predicts=None if predicts is None else shown.message(predicts),
+            subject=None if subject is None else shown.text(subject),
         ),
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 
 from gpudiag.lint.facts import Event, Facts
+from gpudiag.lint.syntax import MAX_DOTTED_PARTS, dotted_key, unparse
 from gpudiag.lint.values import (
     GLOBAL_RANK_VARS,
     LOCAL_RANK_VARS,
@@ -22,6 +23,22 @@ from gpudiag.lint.values import (
 )
 
 _ENV_PATHS = frozenset({"os.environ"})
+#: How deep the walker follows nested expressions and statements, together (each level
+#: a few Python frames). Python's parser builds trees thousands of levels deep (a
+#: 400-term ``a+a+…``, a 400-attribute chain) and the walk is recursive: past this
+#: depth a value is unknown and a statement is not read, so the walk stays well under
+#: Python's default recursion limit of 1000 frames (issue 21; docs/lint.md).
+MAX_NESTING = 100
+#: A list, tuple or set literal of more items is not read as a constant (``device_ids``
+#: has one entry per GPU): rules look at a constant list once per use, and one name
+#: bound to a list of 100,000 ids can be used thousands of times (issue 21).
+MAX_CONST_ITEMS = 64
+#: A string the walker computes (``"cuda:" + x``, an f-string) longer than this is not
+#: known: ``a = a + a`` doubles it on every line (issue 21).
+MAX_CONST_CHARS = 4096
+#: An integer the walker computes beyond this is not known (no GPU index, rank or port
+#: comes near it).
+MAX_CONST_INT = 2**63
 _GETENV = frozenset({"os.getenv", "os.environ.get"})
 
 
@@ -49,6 +66,8 @@ class ExprEval:
         #: (loop variable names, is an epoch loop, the loop node)
         self.loops: list[tuple[frozenset[str], bool, ast.AST]] = []
         self.cache: dict[ast.AST, Val] = {}
+        #: expressions and statements being walked, one inside the other (MAX_NESTING)
+        self.nesting = 0
 
     # ------------------------------------------------------------------ events
 
@@ -87,25 +106,31 @@ class ExprEval:
             self.event("import_torch", stmt)
 
     def resolve(self, node: ast.AST) -> str | None:
-        """The imported dotted path an expression names, or None."""
-        if isinstance(node, ast.Name):
-            if node.id in self.names:
+        """The imported dotted path an expression names, or None. Iterative (issue 21)."""
+        attrs: list[str] = []
+        while isinstance(node, ast.Attribute):
+            if len(attrs) >= MAX_DOTTED_PARTS:
                 return None
-            return self.aliases.get(node.id)
-        if isinstance(node, ast.Attribute):
-            base = self.resolve(node.value)
-            return None if base is None else f"{base}.{node.attr}"
-        if isinstance(node, ast.Call):
-            # mp.get_context("spawn").Process → keep the context's module path
+            attrs.append(node.attr)
+            node = node.value
+        # a call (mp.get_context("spawn").Process) or anything else: no module path
+        if not isinstance(node, ast.Name) or node.id in self.names:
             return None
-        return None
+        base = self.aliases.get(node.id)
+        if base is None:
+            return None
+        return ".".join([base, *reversed(attrs)])
 
     # ------------------------------------------------------------------ evaluation
 
     def eval(self, node: ast.expr | None) -> Val:
-        if node is None:
+        if node is None or self.nesting >= MAX_NESTING:
             return UNKNOWN
-        val = self._eval(node)
+        self.nesting += 1
+        try:
+            val = self._eval(node)
+        finally:
+            self.nesting -= 1
         self.cache[node] = val
         return val
 
@@ -133,6 +158,8 @@ class ExprEval:
             return self.eval_binop(node)
         if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
             vals = [self.eval(e) for e in node.elts]
+            if len(vals) > MAX_CONST_ITEMS:
+                return Val(tags=union(vals).tags, node=node, extra=tuple(vals[:MAX_CONST_ITEMS]))
             if all(v.has_const for v in vals):
                 return Val(
                     const=[v.const for v in vals],
@@ -182,7 +209,7 @@ class ExprEval:
         return Val(tags=union(vals).tags)
 
     def eval_attribute(self, node: ast.Attribute) -> Val:
-        key = _dotted(node)
+        key = dotted_key(node)
         if key is not None and key in self.names:
             return self.names[key]
         path = self.resolve(node)
@@ -229,11 +256,14 @@ class ExprEval:
             elif isinstance(value, ast.FormattedValue):
                 inner = self.eval(value.value)
                 vals.append(inner)
-                if inner.has_const and value.format_spec is None:
-                    parts.append(str(inner.const))
+                shown = _as_text(inner.const) if inner.has_const else None
+                if shown is not None and value.format_spec is None:
+                    parts.append(shown)
                 else:
                     parts.append("{}")
                     known = False
+        if known and sum(len(p) for p in parts) > MAX_CONST_CHARS:
+            return Val(tags=union(vals).tags, node=node)
         text = "".join(parts)
         if known:
             return const(text, node)
@@ -243,7 +273,7 @@ class ExprEval:
             dev = (dev[0], "?")
         val = Val(tags=tags, device=dev, node=node)
         if dev is not None and dev[0] == "cuda" and tags & {"RANK", "LOCAL", "SPAWN"}:
-            self.event("device_use", node, val, {"where": f"the device string {ast.unparse(node)}"})
+            self.event("device_use", node, val, {"where": f"the device string {unparse(node)}"})
         return val
 
     def eval_binop(self, node: ast.BinOp) -> Val:
@@ -286,13 +316,8 @@ class ExprEval:
             self.env_set(index.const, val, target, value_node)
 
     def env_set(self, var: str, val: Val, node: ast.AST, value_node: ast.AST | None) -> None:
-        text = val.const if val.has_const and isinstance(val.const, (str, int)) else None
-        self.event(
-            "env_set",
-            node,
-            val,
-            {"var": var, "value": None if text is None else str(text)},
-        )
+        text = _as_text(val.const) if val.has_const and isinstance(val.const, (str, int)) else None
+        self.event("env_set", node, val, {"var": var, "value": text})
 
     # ------------------------------------------------------------------ hooks
 
@@ -320,25 +345,34 @@ _DTYPES = {
 }
 
 
-def _dotted(node: ast.AST) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        base = _dotted(node.value)
-        return None if base is None else f"{base}.{node.attr}"
-    return None
+def _as_text(value: object) -> str | None:
+    """``str(value)`` of a scalar constant; None for a list (its text costs its length at
+    every use of a name bound to it) and for an integer over Python's int/str digit
+    limit (a hex literal of 5,000 digits: ``str()`` raises ValueError; issue 21)."""
+    if not isinstance(value, (str, int, float)) and value is not None:
+        return None
+    try:
+        return str(value)
+    except ValueError:
+        return None
 
 
 def _fold(op: ast.operator, a: object, b: object) -> object:
+    """``a op b`` for the few operations the walker folds, or None (unknown); results
+    beyond :data:`MAX_CONST_INT` / :data:`MAX_CONST_CHARS` are unknown (issue 21)."""
     if isinstance(a, bool) or isinstance(b, bool):
         return None
+    value: object = None
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
         if isinstance(op, ast.Add):
-            return a + b
-        if isinstance(op, ast.Sub):
-            return a - b
-        if isinstance(op, ast.Mult) and abs(a) < 1e9 and abs(b) < 1e9:
-            return a * b
+            value = a + b
+        elif isinstance(op, ast.Sub):
+            value = a - b
+        elif isinstance(op, ast.Mult) and abs(a) < 1e9 and abs(b) < 1e9:
+            value = a * b
+        if isinstance(value, int) and not -MAX_CONST_INT < value < MAX_CONST_INT:
+            return None
+        return value
     if isinstance(a, str) and isinstance(b, str) and isinstance(op, ast.Add):
-        return a + b
+        return a + b if len(a) + len(b) <= MAX_CONST_CHARS else None
     return None

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import unicodedata
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from gpudiag.lint import shown
 from gpudiag.lint.codes import LintFinding
 from gpudiag.model import SEVERITIES
 
@@ -52,19 +54,53 @@ class LintReport:
                 "visible": [],
             }
             checks = ["lint"]
-        return {
-            "schema": LINT_SCHEMA,
-            "ok": self.ok,
-            "cuda_visible_devices": doc["cuda_visible_devices"],
-            "cuda_device_order": doc["cuda_device_order"],
-            "certain": doc["certain"],
-            "cuinit_error": doc.get("cuinit_error"),
-            "visible": doc["visible"],
-            "checks": checks,
-            "counts": {s: self.count(s) for s in SEVERITIES},
-            "findings": [f.to_json() for f in self.findings],
-            "files": list(self.files),
-        }
+        out: dict[str, object] = _valid_text(
+            {
+                "schema": LINT_SCHEMA,
+                "ok": self.ok,
+                "cuda_visible_devices": doc["cuda_visible_devices"],
+                "cuda_device_order": doc["cuda_device_order"],
+                "certain": doc["certain"],
+                "cuinit_error": doc.get("cuinit_error"),
+                "visible": doc["visible"],
+                "checks": checks,
+                "counts": {s: self.count(s) for s in SEVERITIES},
+                "findings": [f.to_json() for f in self.findings],
+                "files": list(self.files),
+            }
+        )
+        return out
+
+
+def shown_text(text: str) -> str:
+    """``text`` as valid Unicode: a file name's undecodable bytes, which Python holds as
+    lone surrogates (PEP 383: byte 0xff is U+DCFF), are written as Python writes bytes
+    (a backslash, ``x``, ``ff``); any other lone surrogate as its ``u`` escape. JSON and
+    terminals then get valid UTF-8 (issue 21: ``lint --json`` wrote lone surrogates)."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    try:
+        raw = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return raw.decode("utf-8", "backslashreplace")
+
+
+def _valid_text(value: Any) -> Any:
+    """``value`` (this module's JSON document: a few levels of dicts and lists, never
+    the script's) with :func:`shown_text` applied to every string, keys included."""
+    if isinstance(value, str):
+        return shown_text(value)
+    if isinstance(value, dict):
+        return {shown_text(str(k)): _valid_text(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_valid_text(v) for v in value]
+    return value
 
 
 def escape(text: str) -> str:
@@ -86,11 +122,20 @@ def _wrap(head: str, text: str, indent: str) -> list[str]:
     # The head (``path:line:col: CODE [severity] ``) is never split, so editors and CI
     # annotations find the location and code on the first line, whatever the path's length;
     # the first line holds at least one word, the rest wraps at WIDTH.
+    first, rest = _split(len(head), text, indent)
+    return [(head + first).rstrip(), *rest]
+
+
+@functools.lru_cache(maxsize=256)
+def _split(head_len: int, text: str, indent: str) -> tuple[str, tuple[str, ...]]:
+    """The words of ``text`` that fit on the first line after a head of ``head_len``
+    characters, and the lines after it. Memoized: one script's findings repeat the same
+    texts, and 60,000 findings were seconds of wrapping (issue 21)."""
     import textwrap  # only when findings are printed: start-up time
 
     words = text.split()
-    first = head + (words.pop(0) if words else "")
-    while words and len(first) + 1 + len(words[0]) <= WIDTH:
+    first = words.pop(0) if words else ""
+    while words and head_len + len(first) + 1 + len(words[0]) <= WIDTH:
         first += " " + words.pop(0)
     rest = textwrap.wrap(
         " ".join(words),
@@ -100,18 +145,31 @@ def _wrap(head: str, text: str, indent: str) -> list[str]:
         break_long_words=False,
         break_on_hyphens=False,
     )
-    return [first.rstrip(), *rest]
+    return first, tuple(rest)
+
+
+@functools.lru_cache(maxsize=256)
+def _shown(text: str) -> str:
+    """A message, predicts or fix as printed: long runs cut, controls escaped (memoized)."""
+    return escape(shown.message(text))
 
 
 def render_finding(f: LintFinding) -> list[str]:
     """``path:line:col: CODE [severity] message`` then ``predicts:`` and ``fix:``, wrapped."""
-    head = f"{escape(f.path)}:{f.line}:{f.col}: {f.finding.code} [{f.finding.severity}] "
-    lines = _wrap(head, escape(f.finding.message), "    ")
+    head = f"{_shown_path(f.path)}:{f.line}:{f.col}: {f.finding.code} [{f.finding.severity}] "
+    # `--check` findings come from check's validators: long runs (a 4,000-digit number)
+    # are cut here as check's own output cuts them (issue 21)
+    lines = _wrap(head, _shown(f.finding.message), "    ")
     if f.finding.predicts:
-        lines += _wrap("    predicts: ", escape(f.finding.predicts), "        ")
+        lines += _wrap("    predicts: ", _shown(f.finding.predicts), "        ")
     if f.finding.fix:
-        lines += _wrap("    fix: ", escape(f.finding.fix), "        ")
+        lines += _wrap("    fix: ", _shown(f.finding.fix), "        ")
     return lines
+
+
+@functools.lru_cache(maxsize=64)
+def _shown_path(path: str) -> str:
+    return escape(shown_text(path))
 
 
 def verdict(report: LintReport, *, strict: bool = False) -> str:

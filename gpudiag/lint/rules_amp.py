@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from gpudiag.findings.texts import UNSCALE_FP16
 from gpudiag.lint import names as N
+from gpudiag.lint import shown
 from gpudiag.lint.codes import Hit, hit
 from gpudiag.lint.facts import Facts
 
@@ -73,8 +74,9 @@ def scaler_rules(facts: Facts) -> list[Hit]:
                 None,
             )
         )
+    scaler_procs = {s.proc for s in scalers}  # a set: a scan per event was quadratic (issue 21)
     for ev in facts.of("half"):
-        if ev.data.get("dtype") != "fp16" or not any(s.proc == ev.proc for s in scalers):
+        if ev.data.get("dtype") != "fp16" or ev.proc not in scaler_procs:
             continue
         key = ev.text("key")
         if not (ev.data.get("module") or (key and key in facts.param_owners)):
@@ -85,7 +87,8 @@ def scaler_rules(facts: Facts) -> list[Hit]:
                 ev.col,
                 "LINT-SCALER-FP16-PARAMS",
                 "error",
-                f"The model's parameters are made float16 here ({ev.text('text', key)}), "
+                f"The model's parameters are made float16 here "
+                f"({shown.text(ev.text('text', key))}), "
                 f"and the GradScaler made at line {scaler.line} unscales their gradients: "
                 "GradScaler needs float32 parameters (autocast, not .half(), gives the "
                 "float16 speed).",

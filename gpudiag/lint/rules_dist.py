@@ -10,6 +10,7 @@ per rank) and NCCL's "Duplicate GPU detected" error for ranks on one GPU.
 from __future__ import annotations
 
 from gpudiag.findings.texts import DDP_DEVICE_IDS_CPU, NO_BACKEND_CPU, SAMPLER_SHUFFLE
+from gpudiag.lint import shown
 from gpudiag.lint.codes import Hit, hit
 from gpudiag.lint.facts import Event, Facts
 from gpudiag.lint.values import GLOBAL_RANK_VARS, Val, int_list, rank_kind
@@ -36,22 +37,22 @@ def _per_rank_mask(facts: Facts) -> bool:
 def set_device_rules(facts: Facts) -> list[Hit]:
     if not _uses_ddp(facts) or _per_rank_mask(facts):
         return []
-    set_devices = facts.of("set_device")
+    set_procs = facts.procs("set_device")
     out: list[Hit] = []
     seen_procs: set[str] = set()
     for ev in facts.of("placement"):
         if not ev.data.get("bare") or ev.data.get("set_before") or ev.proc in seen_procs:
             continue
-        if ev.proc.startswith("def:") and any(s.proc != ev.proc for s in set_devices):
+        if ev.proc.startswith("def:") and set_procs - {ev.proc}:
             continue  # set elsewhere, in an order the walker cannot know
         seen_procs.add(ev.proc)
         from gpudiag.findings.texts import duplicate_gpu_text  # imported on a hit only: start-up
 
-        later = [s for s in set_devices if s.proc == ev.proc and s.seq > ev.seq]
+        later = facts.first_after("set_device", ev.proc, ev.seq)
         what = _placement_text(facts, ev)
-        if later:
+        if later is not None:
             why = (
-                f"torch.cuda.set_device() is called only later (line {later[0].line}), so "
+                f"torch.cuda.set_device() is called only later (line {later.line}), so "
                 f"{what} still lands on cuda:0 in every rank"
             )
         else:
@@ -85,7 +86,9 @@ def _placement_text(facts: Facts, ev: Event) -> str:
 def _short(node: object, limit: int = 50) -> str:
     import ast
 
-    text = ast.unparse(node) if isinstance(node, ast.AST) else "this call"
+    from gpudiag.lint.syntax import unparse
+
+    text = unparse(node) if isinstance(node, ast.AST) else "this call"
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -119,7 +122,8 @@ def global_rank_rules(facts: Facts) -> list[Hit]:
                 ev.col,
                 "LINT-DEVICE-FROM-GLOBAL-RANK",
                 "warning",
-                f"The GPU index for {ev.text('where')} comes from the global rank ({src}), "
+                f"The GPU index for {shown.text(ev.text('where'))} comes from the global rank "
+                f"({src}), "
                 "not the local rank: it is right on one node only; on the second node the "
                 "global rank is at least the number of GPUs per node.",
                 "Use the rank within the node: local_rank = int(os.environ['LOCAL_RANK']) "
@@ -148,11 +152,13 @@ def ddp_cpu_rules(facts: Facts) -> list[Hit]:
         if not on_cpu or module.kind != "module":
             continue
         id_list = int_list(ids)
-        ids_text = str(id_list) if id_list is not None else ev.text("ids_text")
+        ids_text = (
+            shown.int_list(id_list) if id_list is not None else shown.text(ev.text("ids_text"))
+        )
         out_val = ev.data.get("out")
         out_text = "None"
         if ev.data.get("out_given") and isinstance(out_val, Val):
-            out_text = str(out_val.const) if out_val.has_const else "…"
+            out_text = _const_text(out_val.const) if out_val.has_const else "…"
         backend = " (backend gloo)" if gloo else ""
         out.append(
             hit(
@@ -160,8 +166,9 @@ def ddp_cpu_rules(facts: Facts) -> list[Hit]:
                 ev.col,
                 "LINT-DDP-DEVICE-IDS-CPU",
                 "error",
-                f"DistributedDataParallel gets device_ids={ev.text('ids_text')} but the module "
-                f"{ev.text('module_text')} is still on the CPU{backend}: device_ids is only "
+                f"DistributedDataParallel gets device_ids={shown.text(ev.text('ids_text'))} but "
+                f"the module {shown.text(ev.text('module_text'))} is still on the CPU{backend}: "
+                "device_ids is only "
                 "for a module that lives on one GPU.",
                 "Move the module to its GPU first (model.to(local_rank)) and keep "
                 "device_ids=[local_rank]; for CPU training with gloo, drop device_ids: "
@@ -195,14 +202,15 @@ def sampler_rules(facts: Facts) -> list[Hit]:
     for ev in calls:
         if not _constant_epoch(facts, ev) or varying:
             continue
-        loop_var = next((e.text("var") for e in facts.of("epoch_loop")), "epoch")
+        loop_var = shown.text(next((e.text("var") for e in facts.of("epoch_loop")), "epoch"))
         out.append(
             hit(
                 ev.line,
                 ev.col,
                 "LINT-SET-EPOCH-CONSTANT",
                 "warning",
-                f"set_epoch({ev.text('arg')}) is called with a constant: DistributedSampler "
+                f"set_epoch({shown.text(ev.text('arg'))}) is called with a constant: "
+                "DistributedSampler "
                 "seeds its shuffle with seed + epoch, so every epoch sees the data in the "
                 "same order.",
                 f"Pass the current epoch: for {loop_var} in range(num_epochs): "
@@ -226,7 +234,8 @@ def sampler_rules(facts: Facts) -> list[Hit]:
                 f"The DistributedSampler made at line {samplers[0].line} shuffles, but "
                 "set_epoch() is never called in this epoch loop: every epoch sees the data "
                 "in the same order.",
-                f"Call sampler.set_epoch({loop.text('var')}) at the start of each epoch, "
+                f"Call sampler.set_epoch({shown.text(loop.text('var'))}) at the start of each "
+                "epoch, "
                 "before iterating the DataLoader.",
                 "silent: every epoch iterates the data in the same order "
                 "(torch/utils/data/distributed.py: 'Otherwise, the same ordering will be "
@@ -284,7 +293,7 @@ def spawn_rules(facts: Facts) -> list[Hit]:
 
     out: list[Hit] = []
     for ev in facts.of("spawn_args"):
-        text = ev.text("text")
+        text = shown.text(ev.text("text"))
         out.append(
             hit(
                 ev.line,
@@ -350,3 +359,10 @@ def cpu_collective_rules(facts: Facts) -> list[Hit]:
         )
         for ev in facts.of("cpu_collective")
     ]
+
+
+def _const_text(value: object) -> str:
+    """A constant from the script as torch's message prints it, bounded (issue 21)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return shown.number(value)
+    return shown.text(str(value))

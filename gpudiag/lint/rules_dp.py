@@ -11,48 +11,82 @@ and buffers on device …"), torch/nn/modules/module.py (``load_state_dict``'s
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from gpudiag.lint import shown
 from gpudiag.lint.codes import Hit, hit
 from gpudiag.lint.facts import Event, Facts
 from gpudiag.lint.values import Val, as_int, device_of, int_list
 
 
-def script_mask(facts: Facts, before: Event) -> tuple[Event, list[str]] | None:
-    """The literal CUDA_VISIBLE_DEVICES the script set before ``before`` (and before CUDA)."""
-    found: tuple[Event, list[str]] | None = None
-    masks = facts.by_kind.get("cvd_set")
-    if masks is None:
+@dataclass(frozen=True)
+class Mask:
+    """A literal CUDA_VISIBLE_DEVICES value, read once per value (issue 21: a value of
+    a megabyte, used thousands of times, was split and quoted at every use)."""
+
+    entries: list[str]
+    #: entry -> its first position: the cuda ordinal that physical GPU became
+    ordinal: dict[str, int]
+    #: the value and its GPUs as findings show them (bounded: gpudiag.lint.shown)
+    value: str
+    phys: str
+    ords: str
+
+
+def _mask_of(facts: Facts, value: str) -> Mask | None:
+    """The parsed mask, or None for a value that is empty or has an empty entry."""
+    memo = facts.cache.setdefault("masks", {})
+    assert isinstance(memo, dict)
+    if value not in memo:
+        entries = [e.strip() for e in value.split(",")]
+        mask = None
+        if value.strip() != "" and all(entries):
+            n = len(entries)
+            ordinal: dict[str, int] = {}
+            for i, entry in enumerate(entries):
+                ordinal.setdefault(entry, i)
+            head = entries[: shown.MAX_SHOWN_ITEMS]
+            mask = Mask(
+                entries,
+                ordinal,
+                shown.text(",".join(entries)),
+                _listed([shown.text(e) for e in head], n),
+                _listed([f"cuda:{o}" for o in range(len(head))], n),
+            )
+        memo[value] = mask
+    found = memo[value]
+    return found if isinstance(found, Mask) else None
+
+
+def script_mask(facts: Facts, before: Event) -> tuple[Event, Mask] | None:
+    """The literal CUDA_VISIBLE_DEVICES the script set before ``before`` (and before CUDA),
+    in ``before``'s process or the main one."""
+    if "cvd_set" not in facts.by_kind:
         masks = [e for e in facts.of("env_set") if e.text("var") == "CUDA_VISIBLE_DEVICES"]
         facts.by_kind["cvd_set"] = masks
-    for ev in masks:
-        if ev.seq > before.seq:
-            break
-        if ev.proc not in (before.proc, "main"):
-            continue
-        value = ev.data.get("value")
-        if not isinstance(value, str):
-            found = None
-            continue
-        entries = [e.strip() for e in value.split(",")]
-        if value.strip() == "" or not all(entries):
-            found = None
-            continue
-        found = (ev, entries)
-    if found is None:
+    procs = {before.proc, "main"}
+    last = [facts.last_before("cvd_set", proc, before.seq) for proc in procs]
+    ev = max((e for e in last if e is not None), key=lambda e: e.seq, default=None)
+    if ev is None:
         return None
-    for init in facts.by_kind.get("cuda_init", ()):
-        if init.seq >= found[0].seq:
-            break
-        if init.proc == found[0].proc:
-            return None  # CUDA never saw this mask (LINT-CVD-AFTER-CUDA-INIT says so)
-    return found
+    value = ev.data.get("value")
+    mask = _mask_of(facts, value) if isinstance(value, str) else None
+    if mask is None:
+        return None
+    init = facts.first_in("cuda_init", ev.proc)
+    if init is not None and init.seq < ev.seq:
+        return None  # CUDA never saw this mask (LINT-CVD-AFTER-CUDA-INIT says so)
+    return ev, mask
 
 
-def _suggest(ids: list[int], entries: list[str]) -> list[int] | None:
+def _suggest(ids: list[int], mask: Mask) -> list[int] | None:
     out: list[int] = []
     for i in ids:
-        if str(i) not in entries:
+        # str() only of a short number: an int of over 4,300 digits cannot be one
+        at = mask.ordinal.get(str(i)) if -(10**18) < i < 10**18 else None
+        if at is None:
             return None
-        out.append(entries.index(str(i)))
+        out.append(at)
     return out
 
 
@@ -60,22 +94,27 @@ def _join(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
+def _listed(head: list[str], n: int) -> str:
+    """``a, b and c``; for a list of more than the ``head`` shown, ``a, b, … (n in all)``."""
+    if n <= len(head):
+        return _join(head)
+    return shown.items(head, total=n)
+
+
 def _mask_hit(
     ev: Event,
     what: str,
     bad: list[int],
     ids: list[int],
-    mask: tuple[Event, list[str]],
+    mask: tuple[Event, Mask],
     predicts: str,
 ) -> Hit:
-    mask_ev, entries = mask
-    n = len(entries)
-    value = ",".join(entries)
-    suggestion = _suggest(ids, entries)
-    phys = _join([entries[o] for o in range(n)])
-    ords = _join([f"cuda:{o}" for o in range(n)])
+    mask_ev, gpus = mask
+    n = len(gpus.entries)
+    value, phys, ords = gpus.value, gpus.phys, gpus.ords
+    suggestion = _suggest(ids, gpus)
     if suggestion is not None:
-        fixed = ",".join(str(s) for s in suggestion)
+        fixed = shown.items([str(s) for s in suggestion], ",")
         fix = (
             f"Under CUDA_VISIBLE_DEVICES={value}, GPUs {phys} are {ords}: use {what}=[{fixed}]."
             if "ids" in what or len(suggestion) > 1
@@ -83,15 +122,16 @@ def _mask_hit(
         )
     else:
         fix = f"Use indexes 0..{n - 1}: under CUDA_VISIBLE_DEVICES={value}, GPUs {phys} are {ords}."
+    given = shown.int_list(bad) if len(bad) > 1 or "ids" in what else shown.number(bad[0])
     return hit(
         ev.line,
         ev.col,
         "LINT-IDS-UNDER-MASK",
         "error",
-        f"{what}={bad if len(bad) > 1 or 'ids' in what else bad[0]} names a GPU that does "
-        f"not exist under CUDA_VISIBLE_DEVICES={value!r} (set at line {mask_ev.line}): this "
-        f"process sees {n} GPU(s), numbered cuda:0..cuda:{n - 1}; indexes are cuda ordinals, "
-        "not nvidia-smi numbers.",
+        f"{what}={given} names a GPU that does "
+        f"not exist under CUDA_VISIBLE_DEVICES={shown.quoted(value)} (set at line "
+        f"{mask_ev.line}): this process sees {n} GPU(s), numbered cuda:0..cuda:{n - 1}; "
+        "indexes are cuda ordinals, not nvidia-smi numbers.",
         fix,
         predicts,
         "CUDA_VISIBLE_DEVICES",
@@ -109,7 +149,7 @@ def mask_rules(facts: Facts) -> tuple[list[Hit], set[int]]:
         # imported only for a script that sets a mask: start-up time
         from gpudiag.core.dataparallel import INVALID_DEVICE_ID, INVALID_ORDINAL
 
-        n = len(mask[1])
+        n = len(mask[1].entries)
         if ev.kind in ("dp", "ddp"):
             ids_val = ev.data.get("ids")
             ids = int_list(ids_val) if isinstance(ids_val, Val) else None
@@ -137,11 +177,25 @@ def mask_rules(facts: Facts) -> tuple[list[Hit], set[int]]:
     return out, explained
 
 
+def _wrapper_index(facts: Facts, kind: str) -> dict[int, list[Event]]:
+    """The events of ``kind`` (``dp_moved``, ``dp_forward``) by the wrapper they act on,
+    built once (issue 21: every wrapper scanned every move)."""
+    key = f"by_wrapper:{kind}"
+    cached = facts.cache.get(key)
+    if isinstance(cached, dict):
+        return cached
+    index: dict[int, list[Event]] = {}
+    for ev in facts.of(kind):
+        index.setdefault(id(ev.data.get("dp")), []).append(ev)
+    facts.cache[key] = index
+    return index
+
+
 def _module_at_forward(facts: Facts, ev: Event) -> tuple[str, int | None] | None:
     """Where DataParallel's module is when it runs: ("cuda", ordinal) / ("cpu", None),
     or None when unknown. A later ``.cuda()``/``.to()`` on the wrapper moves it."""
-    moves = [m for m in facts.of("dp_moved") if m.data.get("dp") is ev.node and m.seq > ev.seq]
-    if moves:
+    moves = _wrapper_index(facts, "dp_moved").get(id(ev.node), [])
+    if moves and moves[-1].seq > ev.seq:
         last = moves[-1]
         dev = last.data.get("dev")
         ordinal = last.data.get("ordinal")
@@ -152,7 +206,7 @@ def _module_at_forward(facts: Facts, ev: Event) -> tuple[str, int | None] | None
     if module is None:
         return None
     if module.device is None:
-        forward = any(f.data.get("dp") is ev.node for f in facts.of("dp_forward"))
+        forward = id(ev.node) in _wrapper_index(facts, "dp_forward")
         return ("cpu", None) if module.kind == "module" and forward else None
     if module.device[0] == "cuda" and module.ordinal is not None:
         return ("cuda", module.ordinal)
@@ -170,14 +224,17 @@ def dp_module_rules(facts: Facts, explained: set[int]) -> list[Hit]:
             continue
         if ids is not None and len(ids) == 1:
             continue  # one id: DataParallel moves the module there itself
-        first = ids[0] if ids else 0
+        first_id = ids[0] if ids else 0
+        if not -(10**18) < first_id < 10**18:
+            continue  # DataParallel refuses such an id before it runs (LINT-IDS-UNDER-MASK)
         where = _module_at_forward(facts, ev)
-        if where is None or where == ("cuda", first):
+        if where is None or where == ("cuda", first_id):
             continue
         from gpudiag.core.dataparallel import module_mismatch_text  # imported on a hit only
 
-        found = "cpu" if where[0] == "cpu" else f"cuda:{where[1]}"
-        ids_text = ev.text("ids_text") or "(all visible GPUs)"
+        first = str(first_id)
+        found = "cpu" if where[0] == "cpu" else f"cuda:{shown.number(where[1] or 0)}"
+        ids_text = shown.text(ev.text("ids_text")) or "(all visible GPUs)"
         if where[0] == "cpu":
             fix = (
                 f"Move the model to cuda:{first} before the first forward: "
@@ -186,7 +243,8 @@ def dp_module_rules(facts: Facts, explained: set[int]) -> list[Hit]:
         else:
             fix = (
                 f"Move the model to cuda:{first} first (model.to('cuda:{first}')), or list its "
-                f"device first (device_ids=[{where[1]}, …]); to use physical GPUs by number, "
+                f"device first (device_ids=[{shown.number(where[1] or 0)}, …]); to use physical "
+                "GPUs by number, "
                 "set CUDA_VISIBLE_DEVICES before CUDA starts and number device_ids from 0."
             )
         out.append(
@@ -198,7 +256,7 @@ def dp_module_rules(facts: Facts, explained: set[int]) -> list[Hit]:
                 f"DataParallel(device_ids={ids_text}) gets a module that is on {found} when it "
                 f"runs, but DataParallel needs it on device_ids[0] = cuda:{first}.",
                 fix,
-                module_mismatch_text(first, found),
+                module_mismatch_text(first_id, found),
                 f"cuda:{first}",
             )
         )
@@ -211,9 +269,14 @@ def checkpoint_rules(facts: Facts) -> list[Hit]:
     if not saves or facts.strips_prefix:
         return []
     out: list[Hit] = []
+    # the first save of each kind, found once (issue 21: each load scanned every save)
+    first_save = {
+        kind: next((s for s in saves if bool(s.data.get("wrapped")) == kind), None)
+        for kind in (True, False)
+    }
     for ld in loads:
         into_wrapper = bool(ld.data.get("wrapped"))
-        other = next((s for s in saves if bool(s.data.get("wrapped")) != into_wrapper), None)
+        other = first_save[not into_wrapper]
         if other is None:
             continue
         if into_wrapper:
@@ -286,6 +349,7 @@ def wrapper_attribute_rules(facts: Facts) -> list[Hit]:
         if (ev.line, attr) in seen or ev.val is None:
             continue
         seen.add((ev.line, attr))
+        attr, cls = shown.text(attr), shown.text(cls)
         wrapper = "DataParallel" if ev.val.kind == "dp" else "DistributedDataParallel"
         out.append(
             hit(

@@ -13,6 +13,7 @@ Recorded on an H100 with torch 2.11: a CUDA_VISIBLE_DEVICES change after
 from __future__ import annotations
 
 from gpudiag.findings.texts import FORK_ERROR
+from gpudiag.lint import shown
 from gpudiag.lint.codes import Hit, hit
 from gpudiag.lint.facts import Event, Facts
 
@@ -21,17 +22,22 @@ _MASK_VARS = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
 
 def cuda_init_before(facts: Facts, ev: Event) -> Event | None:
     """The first CUDA initialisation in ``ev``'s process that runs before it."""
-    for other in facts.of("cuda_init"):
-        if other.seq >= ev.seq:
-            break
-        if other.proc == ev.proc:
-            return other
-    return None
+    first = facts.first_in("cuda_init", ev.proc)
+    return first if first is not None and first.seq < ev.seq else None
+
+
+def _torch_imported_before(facts: Facts, ev: Event) -> Event | None:
+    """The first ``import torch`` in ``ev``'s process or the main one, if before ``ev``."""
+    found = [facts.first_in("import_torch", proc) for proc in {ev.proc, "main"}]
+    first = min((e for e in found if e is not None), key=lambda e: e.seq, default=None)
+    return first if first is not None and first.seq < ev.seq else None
 
 
 def _shown(ev: Event) -> str:
     value = ev.data.get("value")
-    return f"{ev.text('var')}={value!r}" if isinstance(value, str) else ev.text("var")
+    if not isinstance(value, str):
+        return ev.text("var")
+    return f"{shown.text(ev.text('var'))}={shown.quoted(value)}"
 
 
 def cvd_rules(facts: Facts) -> list[Hit]:
@@ -48,10 +54,10 @@ def cvd_rules(facts: Facts) -> list[Hit]:
                     ev.col,
                     "LINT-CVD-AFTER-CUDA-INIT",
                     "error",
-                    f"{_shown(ev)} is set after CUDA was initialised by {init.text('what')} "
-                    f"at line {init.line}: CUDA reads {var} once, at initialisation, so this "
-                    "process keeps the devices it saw then and the new value is silently "
-                    "ignored.",
+                    f"{_shown(ev)} is set after CUDA was initialised by "
+                    f"{shown.text(init.text('what'))} at line {init.line}: CUDA reads {var} "
+                    "once, at initialisation, so this process keeps the devices it saw then "
+                    "and the new value is silently ignored.",
                     f"Set {var} before the first CUDA call: at the very top of the script, "
                     f"before importing anything that touches torch.cuda, or in the shell "
                     f"({var}=… python train.py).",
@@ -61,10 +67,7 @@ def cvd_rules(facts: Facts) -> list[Hit]:
                 )
             )
             continue
-        imported = next(
-            (e for e in facts.of("import_torch") if e.seq < ev.seq and e.proc in (ev.proc, "main")),
-            None,
-        )
+        imported = _torch_imported_before(facts, ev)
         if imported is not None and var == "CUDA_VISIBLE_DEVICES":
             out.append(
                 hit(
@@ -93,22 +96,21 @@ def fork_rules(facts: Facts) -> list[Hit]:
         init = cuda_init_before(facts, ev)
         if init is None and ev.data.get("any_time"):
             # DataLoader workers fork when the loader is iterated, after the model's .cuda()
-            init = next(
-                (e for e in facts.of("cuda_init") if e.proc == ev.proc and e.seq > ev.seq), None
-            )
+            init = facts.first_after("cuda_init", ev.proc, ev.seq)
         if init is None:
             continue
-        target = ev.text("target") or "the child"
+        target = shown.text(ev.text("target")) or "the child"
+        what = shown.text(ev.text("what")) or "A child process"
         out.append(
             hit(
                 ev.line,
                 ev.col,
                 "LINT-CUDA-BEFORE-FORK",
                 "error",
-                f"{ev.text('what') or 'A child process'} runs {target}, which uses CUDA, in "
+                f"{what} runs {target}, which uses CUDA, in "
                 f"processes started with the 'fork' start method, and the parent initialises "
-                f"CUDA ({init.text('what')} at line {init.line}): a forked child cannot use "
-                "CUDA.",
+                f"CUDA ({shown.text(init.text('what'))} at line {init.line}): a forked child "
+                "cannot use CUDA.",
                 "Start the children with torch.multiprocessing.spawn (or "
                 "multiprocessing.get_context('spawn')), or keep every CUDA call out of the "
                 "parent until the children are started.",

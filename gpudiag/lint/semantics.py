@@ -12,7 +12,13 @@ import ast
 from gpudiag.lint import names as N
 from gpudiag.lint.exprs import ExprEval
 from gpudiag.lint.names import NN_MODULE_ATTRS
-from gpudiag.lint.syntax import argument, class_members, dotted_name, keyword, uses_cuda
+from gpudiag.lint.syntax import (
+    argument,
+    class_members,
+    dotted_name,
+    keyword,
+    uses_cuda,
+)
 from gpudiag.lint.values import UNKNOWN, Dev, Val, as_int, device_of
 
 
@@ -93,7 +99,7 @@ class Semantics(ExprEval):
                                 "key": key or "",
                                 "dtype": str(cand.const),
                                 "module": obj.kind in ("module", "dp", "ddp"),
-                                "text": ast.unparse(node),
+                                "text": node,
                             },
                         )
                     continue
@@ -129,7 +135,7 @@ class Semantics(ExprEval):
                         "key": key or "",
                         "dtype": str(dtype.const),
                         "module": obj.kind in ("module", "dp", "ddp"),
-                        "text": ast.unparse(node),
+                        "text": node,
                     },
                 )
         if dev is None:
@@ -204,11 +210,11 @@ class Semantics(ExprEval):
             {
                 "ids": ids,
                 "ids_given": ids_node is not None,
-                "ids_text": ast.unparse(ids_node) if ids_node is not None else "",
+                "ids_text": ids_node if ids_node is not None else "",
                 "out": out,
                 "out_given": out_node is not None,
                 "module_key": dotted_name(module_node) if module_node is not None else "",
-                "module_text": ast.unparse(module_node) if module_node is not None else "",
+                "module_text": module_node if module_node is not None else "",
             },
         )
         self.event("cuda_init", node, data={"what": path.rsplit(".", 1)[-1] + "()"})
@@ -285,7 +291,7 @@ class Semantics(ExprEval):
         line = self.facts.source_lines[args_node.lineno - 1] if self.facts.source_lines else ""
         before = line[: args_node.col_offset].rstrip()
         if before.endswith("("):
-            self.event("spawn_args", args_node, val, {"text": ast.unparse(args_node)})
+            self.event("spawn_args", args_node, val, {"text": args_node})
 
     def dataloader(self, node: ast.Call, args: list[Val], kw: dict[str, Val]) -> Val:
         self.dataloader_workers(node, args, kw)

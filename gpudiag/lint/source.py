@@ -9,6 +9,8 @@ exist is bad input (:class:`~gpudiag.errors.GpudiagInputError`, exit 2).
 from __future__ import annotations
 
 import ast
+import errno
+import gc
 import io
 import os
 import re
@@ -37,9 +39,16 @@ from gpudiag.lint.rules_dp import (
     wrapper_attribute_rules,
 )
 from gpudiag.lint.rules_env import cvd_rules, fork_rules, master_port_rules
+from gpudiag.lint.syntax import clear_caches
 from gpudiag.lint.walker import Walker
 
-_IGNORE_RE = re.compile(r"#\s*gpudiag:\s*ignore(?:\[([A-Za-z0-9_,\s-]*)\])?")
+_IGNORE_RE = re.compile(r"#\s*gpudiag:\s*ignore")
+# The forms a suppression may take (docs/lint.md): `ignore` alone, or `ignore[CODE, …]`
+# with at least one code, each followed by the end of the comment or a blank. Anything
+# else (`ignore[`, `ignore[LINT-X`, `ignore]`, `ignore[,]`, `ignored`) is malformed and
+# suppresses nothing (issue 21: it used to suppress every code on the line).
+_IGNORE_FORM = re.compile(r"ignore(?:\[([^\[\]]*)\])?(?=\s|$)")
+_CODE = re.compile(r"[A-Za-z0-9_-]+")
 _SKIP_DIRS = frozenset({"__pycache__", "node_modules", "site-packages"})
 
 
@@ -83,31 +92,72 @@ def collect_paths(paths: Iterable[str]) -> list[Path]:
     """The ``.py`` files named or found under the folders named, in a stable order.
 
     Raises:
-        GpudiagInputError: a path that does not exist, or that names (or a folder
-            holds, as ``*.py``) something other than a regular file of at most
-            :data:`MAX_LINT_BYTES`.
+        GpudiagInputError: a path that does not exist or cannot be read, or that names
+            (or a folder holds, as ``*.py``) something other than a regular file of at
+            most :data:`MAX_LINT_BYTES`.
     """
     out: list[Path] = []
     for raw in paths:
         path = Path(raw)
-        if path.is_dir():
-            for root, dirs, files in os.walk(path):
-                dirs[:] = sorted(
-                    d
-                    for d in dirs
-                    if not d.startswith(".")
-                    and d not in _SKIP_DIRS
-                    and not (Path(root, d) / "pyvenv.cfg").exists()
-                )
-                found = [Path(root, f) for f in sorted(files) if f.endswith(".py")]
-                for file in found:
-                    _regular(file, str(file))
-                out += found
-        elif path.exists():
+        try:
+            info = path.stat()
+        except OSError as exc:
+            if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+                raise GpudiagInputError(f"no such file or folder: {raw!r}") from None
+            raise GpudiagInputError(f"cannot read {raw!r}: {exc.strerror or exc}") from None
+        if stat.S_ISDIR(info.st_mode):
+            out += _python_files(path)
+        else:
             _regular(path, raw)
             out.append(path)
-        else:
-            raise GpudiagInputError(f"no such file or folder: {raw!r}")
+    return out
+
+
+def _python_files(top: Path) -> list[Path]:
+    """The ``.py`` files below ``top`` in ``os.walk``'s order (top-down, sorted), without
+    hidden folders, ``__pycache__``/``node_modules``/``site-packages`` and virtual
+    environments. Iterative: ``os.walk`` recurses once per level before Python 3.12
+    (issue 21: a 1,200-deep tree raised RecursionError). Like ``os.walk``, links to
+    folders are not followed and a folder that cannot be listed is passed over; a folder
+    reached twice (a bind mount of its parent) is read once, so the walk ends.
+    """
+    out: list[Path] = []
+    seen: set[tuple[int, int]] = set()
+    stack = [os.fspath(top)]
+    while stack:
+        root = stack.pop()
+        try:
+            info = os.stat(root)
+            if (info.st_dev, info.st_ino) in seen:
+                continue
+            seen.add((info.st_dev, info.st_ino))
+            with os.scandir(root) as listing:
+                entries = list(listing)
+        except OSError:
+            continue
+        dirs: list[str] = []
+        files: list[str] = []
+        for entry in entries:
+            try:
+                is_dir = entry.is_dir()
+            except OSError:
+                is_dir = False
+            (dirs if is_dir else files).append(entry.name)
+        found = [Path(root, f) for f in sorted(files) if f.endswith(".py")]
+        for file in found:
+            _regular(file, str(file))
+        out += found
+        keep = sorted(
+            d
+            for d in dirs
+            if not d.startswith(".")
+            and d not in _SKIP_DIRS
+            and not os.path.exists(os.path.join(root, d, "pyvenv.cfg"))
+        )
+        for name in reversed(keep):  # popped in sorted order, each tree before the next
+            sub = os.path.join(root, name)
+            if not os.path.islink(sub):
+                stack.append(sub)
     return out
 
 
@@ -123,7 +173,8 @@ def decode(data: bytes) -> str:
 
 
 def suppressions(text: str) -> dict[int, frozenset[str] | None]:
-    """Line → the codes ignored there (None: every code), from ``# gpudiag: ignore[…]``."""
+    """Line → the codes ignored there (None: every code), from ``# gpudiag: ignore[…]``;
+    a malformed suppression (:data:`_IGNORE_FORM`) ignores nothing."""
     out: dict[int, frozenset[str] | None] = {}
     if not _IGNORE_RE.search(text):
         return out  # the common case: no suppression anywhere, no need to tokenize
@@ -137,10 +188,15 @@ def suppressions(text: str) -> dict[int, frozenset[str] | None]:
         m = _IGNORE_RE.search(tok.string)
         if m is None:
             continue
-        codes = None
-        if m.group(1) is not None:
-            codes = frozenset(c.strip().upper() for c in m.group(1).split(",") if c.strip())
-        out[tok.start[0]] = codes
+        form = _IGNORE_FORM.match(tok.string, m.end() - len("ignore"))
+        if form is None:
+            continue  # malformed: suppresses nothing
+        if form.group(1) is None:
+            out[tok.start[0]] = None
+            continue
+        codes = [c.strip() for c in form.group(1).split(",")]
+        if all(_CODE.fullmatch(c) for c in codes):
+            out[tok.start[0]] = frozenset(c.upper() for c in codes)
     return out
 
 
@@ -173,14 +229,34 @@ def rules(facts: Facts) -> list[Hit]:
     return hits
 
 
-def parse_error(path: str, exc: BaseException) -> LintFinding:
+def parse_error(path: str, exc: BaseException, *, walk: bool = False) -> LintFinding:
+    """The ``LINT-PARSE-ERROR`` finding for a file that cannot be decoded or parsed (or,
+    with ``walk``, that lint's own walk could not follow: a backstop, issue 21)."""
     line, col = 1, 1
+    fix = (
+        "Fix the syntax (python -m py_compile FILE shows the same error), or save the file "
+        "as UTF-8 / declare its encoding (# -*- coding: … -*-)."
+    )
     if isinstance(exc, SyntaxError):
         line = exc.lineno or 1
         col = exc.offset or 1
         what = f"{type(exc).__name__}: {exc.msg}"
     elif isinstance(exc, UnicodeDecodeError):
         what = f"not valid {exc.encoding} text ({exc.reason} at byte {exc.start})"
+    elif isinstance(exc, (RecursionError, MemoryError)):
+        # issue 21: Python's parser (or, past MAX_NESTING's margin, the walk) gives up
+        # on an expression or an elif ladder nested thousands of levels deep
+        who = (
+            "for lint to follow at this recursion limit"
+            if walk
+            else "for Python's parser to build its syntax tree"
+        )
+        detail = f": {exc}" if str(exc) else ""
+        what = f"it nests expressions or blocks too deeply {who} ({type(exc).__name__}{detail})"
+        fix = (
+            "Split the expression or the if/elif ladder into smaller parts (a list, a "
+            "loop, a dict lookup); python -m py_compile FILE fails on it too."
+        )
     else:
         what = str(exc) or type(exc).__name__
     found = hit(
@@ -189,8 +265,7 @@ def parse_error(path: str, exc: BaseException) -> LintFinding:
         "LINT-PARSE-ERROR",
         "error",
         f"Cannot parse this file as Python: {what}. Nothing in it was checked.",
-        "Fix the syntax (python -m py_compile FILE shows the same error), or save the file "
-        "as UTF-8 / declare its encoding (# -*- coding: … -*-).",
+        fix,
         None,
         None,
     )
@@ -199,13 +274,36 @@ def parse_error(path: str, exc: BaseException) -> LintFinding:
 
 def lint_text(text: str, path: str = "<string>") -> tuple[list[LintFinding], Facts | None]:
     """Lint Python source text; returns the findings (sorted, suppressions applied) and facts."""
+    # The syntax tree of a 4 MiB file has millions of nodes and holds no reference cycle;
+    # the cyclic garbage collector, run again and again while they are made, tripled the
+    # time of the parse (issue 21: measured 24 s -> 6 s for a 4 MiB `a+a+…` file).
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _lint_text(text, path)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _lint_text(text: str, path: str) -> tuple[list[LintFinding], Facts | None]:
     try:
         tree = ast.parse(text, filename=path)
-    except (SyntaxError, ValueError) as exc:
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+        # RecursionError ("during ast construction") and MemoryError (the parser's own
+        # stack) for valid Python nested thousands of levels deep (issue 21)
         return [parse_error(path, exc)], None
     lines = text.splitlines()
-    facts = analyse(tree, lines)
-    return place(path, rules(facts), text), facts
+    try:
+        facts = analyse(tree, lines)
+        found = place(path, rules(facts), text)
+    except RecursionError as exc:
+        # A backstop: the walk is bounded (MAX_NESTING) to well under Python's default
+        # recursion limit, but a caller may already be deep in its own stack.
+        return [parse_error(path, exc, walk=True)], None
+    finally:
+        clear_caches()
+    return found, facts
 
 
 def place(path: str, hits: Iterable[Hit], text: str) -> list[LintFinding]:

@@ -10,52 +10,125 @@ from __future__ import annotations
 import ast
 import functools
 
+#: The most parts a dotted name the walker tracks may have (``self.model.encoder`` has
+#: 3). A longer chain is not a name any rule needs, and the bound keeps every dotted-name
+#: operation linear in the name's length (issue 21: a 400-attribute chain recursed).
+MAX_DOTTED_PARTS = 32
+
 
 def assign_counts(tree: ast.AST) -> dict[str, int]:
     """How many times each dotted name is assigned anywhere (loops count as many)."""
     counts: dict[str, int] = {}
 
     def add(target: ast.AST, weight: int) -> None:
-        if isinstance(target, (ast.Tuple, ast.List)):
-            for elt in target.elts:
-                add(elt, weight)
-            return
-        key = dotted_key(target)
-        if key is not None:
-            counts[key] = counts.get(key, 0) + weight
+        for elt in flat_targets(target):
+            key = dotted_key(elt)
+            if key is not None:
+                counts[key] = counts.get(key, 0) + weight
 
-    def block(body: list[ast.stmt]) -> None:
-        # statements only: a walrus or a comprehension variable is rarely an epoch counter
-        for node in body:
-            if isinstance(node, ast.Assign):
-                for t in node.targets:
-                    add(t, 1)
-            elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
-                add(node.target, 2 if isinstance(node, ast.AugAssign) else 1)
-            elif isinstance(node, (ast.For, ast.AsyncFor)):
-                add(node.target, 2)
-            for name in ("body", "orelse", "finalbody"):
-                inner = getattr(node, name, None)
-                if isinstance(inner, list):
-                    block(inner)
-            for handler in getattr(node, "handlers", ()):
-                block(handler.body)
-            for case in getattr(node, "cases", ()):
-                block(case.body)
-
-    if isinstance(tree, ast.Module):
-        block(tree.body)
+    # statements only: a walrus or a comprehension variable is rarely an epoch counter
+    for node in statements(tree.body if isinstance(tree, ast.Module) else []):
+        if isinstance(node, ast.Assign):
+            for t in node.targets:
+                add(t, 1)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            add(node.target, 2 if isinstance(node, ast.AugAssign) else 1)
+        elif isinstance(node, (ast.For, ast.AsyncFor)):
+            add(node.target, 2)
     return counts
 
 
-def dotted_key(node: ast.AST) -> str | None:
-    """``model``, ``self.model``, ``args.local_rank``; None for anything else."""
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        base = dotted_key(node.value)
-        return None if base is None else f"{base}.{node.attr}"
-    return None
+def flat_targets(target: ast.AST) -> list[ast.AST]:
+    """The targets inside ``a, (b, c) = …``, in order, without recursion (issue 21)."""
+    out: list[ast.AST] = []
+    stack = [target]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.Tuple, ast.List)):
+            stack.extend(reversed(node.elts))
+        else:
+            out.append(node)
+    return out
+
+
+def inner_blocks(node: ast.AST) -> list[list[ast.stmt]]:
+    """The statement lists directly inside a statement: ``body``, ``orelse``,
+    ``finalbody``, then each ``except`` handler's and each ``case``'s body."""
+    blocks: list[list[ast.stmt]] = []
+    for name in ("body", "orelse", "finalbody"):
+        inner = getattr(node, name, None)
+        if isinstance(inner, list):
+            blocks.append(inner)
+    blocks.extend(handler.body for handler in getattr(node, "handlers", ()))
+    blocks.extend(case.body for case in getattr(node, "cases", ()))
+    return blocks
+
+
+def statements(body: list[ast.stmt]) -> list[ast.stmt]:
+    """Every statement of ``body`` and of the blocks inside it (:func:`inner_blocks`),
+    in pre-order, without recursion: an ``elif`` ladder nests one ``If`` per arm, and
+    Python's parser takes thousands of arms (issue 21: a ~490-arm ladder recursed)."""
+    out: list[ast.stmt] = []
+    stack: list[ast.stmt] = list(reversed(body))
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        for block in reversed(inner_blocks(node)):
+            stack.extend(reversed(block))
+    return out
+
+
+def dotted_key(node: ast.AST | None) -> str | None:
+    """``model``, ``self.model``, ``args.local_rank``; None for anything else, and for a
+    chain of more than :data:`MAX_DOTTED_PARTS` parts. Iterative (issue 21)."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        if len(parts) >= MAX_DOTTED_PARTS - 1:
+            return None
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+#: The same function, by the name the call semantics use.
+dotted_name = dotted_key
+
+
+def dotted_prefixes(key: str) -> list[str]:
+    """``a.b.c`` -> ``a``, ``a.b``: the names a dotted name lies below."""
+    out: list[str] = []
+    at = key.find(".")
+    while at != -1:
+        out.append(key[:at])
+        at = key.find(".", at + 1)
+    return out
+
+
+def clear_caches() -> None:
+    """Forget the per-node memos: their keys hold a file's syntax tree alive, and a
+    folder of 4 MiB scripts would keep 256 trees each (issue 21: bound memory)."""
+    uses_cuda.cache_clear()
+    assigned_in.cache_clear()
+    class_members.cache_clear()
+
+
+#: ast.unparse recurses, several Python frames per level of the tree: a node nested
+#: deeper than this is shown as "…" (issue 21: a 400-term sum is valid Python).
+UNPARSE_DEPTH = 40
+
+
+def unparse(node: ast.AST) -> str:
+    """``ast.unparse(node)``, or "…" for a node nested deeper than :data:`UNPARSE_DEPTH`."""
+    stack = [(node, 1)]
+    while stack:
+        sub, depth = stack.pop()
+        if depth > UNPARSE_DEPTH:
+            return "…"
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(sub))
+    return ast.unparse(node)
 
 
 def keyword(node: ast.Call, name: str) -> ast.expr | None:
@@ -124,12 +197,3 @@ def class_members(cls: ast.ClassDef) -> frozenset[str]:
         ):
             out.add(node.attr)
     return frozenset(out)
-
-
-def dotted_name(node: ast.AST | None) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        base = dotted_name(node.value)
-        return None if base is None else f"{base}.{node.attr}"
-    return None

@@ -14,6 +14,7 @@ import ast
 from dataclasses import dataclass, field, replace
 
 from gpudiag.launch.table import variables_of
+from gpudiag.parsing import MAX_INT_DIGITS
 
 #: Environment variables holding the global rank: every launcher's, from the one
 #: launcher table (torchrun, Slurm, Open MPI, MPICH/Intel MPI, Horovod...).
@@ -101,7 +102,9 @@ def parse_device_text(text: str) -> Dev | None:
         return None
     if not sep:
         return (head, None)
-    if tail.isascii() and tail.isdigit():
+    if tail.isascii() and tail.isdigit() and len(tail) <= MAX_INT_DIGITS:
+        # at most 18 digits, as gpudiag reads every integer: int() of over 4,300 digits
+        # raises (issue 21), and no GPU index comes near it
         return (head, int(tail))
     return (head, "?")
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 import ast
 
 from gpudiag.lint.calls import CallSemantics
+from gpudiag.lint.exprs import MAX_NESTING
 from gpudiag.lint.facts import Facts
-from gpudiag.lint.syntax import dotted_key
+from gpudiag.lint.syntax import dotted_key, dotted_prefixes, inner_blocks, unparse
 from gpudiag.lint.values import UNKNOWN, Val, const, union
 
 _MAX_INLINE = 4
@@ -23,32 +24,28 @@ _MAX_DEPTH = 12
 
 
 class _Survey:
-    """The definitions, found by walking statements only (expressions hold no ``def``)."""
+    """The definitions, found by walking statements only (expressions hold no ``def``).
+
+    Iterative, in source order (the first definition of a name wins): an ``elif`` ladder
+    nests one ``If`` per arm (issue 21)."""
 
     def __init__(self, tree: ast.Module) -> None:
         self.funcs: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
         self.methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
         self.classes: dict[str, ast.ClassDef] = {}
-        self._block(tree.body, in_class=False)
-
-    def _block(self, body: list[ast.stmt], *, in_class: bool) -> None:
-        for node in body:
+        stack: list[tuple[ast.stmt, bool]] = [(node, False) for node in reversed(tree.body)]
+        while stack:
+            node, in_class = stack.pop()
             if isinstance(node, ast.ClassDef):
                 self.classes.setdefault(node.name, node)
-                self._block(node.body, in_class=True)
+                inner = [(member, True) for member in node.body]
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 # methods are reached through self.X / obj.X, not by their bare name
                 (self.methods if in_class else self.funcs).setdefault(node.name, node)
-                self._block(node.body, in_class=False)
+                inner = [(member, False) for member in node.body]
             else:
-                for name in ("body", "orelse", "finalbody"):
-                    inner = getattr(node, name, None)
-                    if isinstance(inner, list):
-                        self._block(inner, in_class=in_class)
-                for handler in getattr(node, "handlers", ()):
-                    self._block(handler.body, in_class=in_class)
-                for case in getattr(node, "cases", ()):
-                    self._block(case.body, in_class=in_class)
+                inner = [(sub, in_class) for block in inner_blocks(node) for sub in block]
+            stack.extend(reversed(inner))
 
 
 class Walker(CallSemantics):
@@ -58,7 +55,9 @@ class Walker(CallSemantics):
         super().__init__()
         self.tree = tree
         self.facts = Facts(source_lines=lines)
-        self.dotted: set[str] = set()
+        #: dotted name -> the dotted names bound below it (``self`` -> ``self.model``…):
+        #: binding a name forgets those without scanning every name (issue 21: quadratic)
+        self.below: dict[str, set[str]] = {}
         survey = _Survey(tree)
         self.facts.tree = tree
         self.funcs = survey.funcs
@@ -87,6 +86,15 @@ class Walker(CallSemantics):
             self.exec_stmt(stmt)
 
     def exec_stmt(self, stmt: ast.stmt) -> None:
+        if self.nesting >= MAX_NESTING:
+            return  # issue 21: see MAX_NESTING
+        self.nesting += 1
+        try:
+            self._exec_stmt(stmt)
+        finally:
+            self.nesting -= 1
+
+    def _exec_stmt(self, stmt: ast.stmt) -> None:
         if isinstance(stmt, (ast.Import, ast.ImportFrom)):
             self.do_import(stmt)
         elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -121,9 +129,16 @@ class Walker(CallSemantics):
             self.loops.pop()
             self.exec_block(stmt.orelse)
         elif isinstance(stmt, ast.If):
-            self.eval(stmt.test)
-            self.exec_block(stmt.body)
-            self.exec_block(stmt.orelse)
+            # an elif ladder, arm after arm, without recursion (issue 21: ~490 arms recursed)
+            arm = stmt
+            while True:
+                self.eval(arm.test)
+                self.exec_block(arm.body)
+                if len(arm.orelse) == 1 and isinstance(arm.orelse[0], ast.If):
+                    arm = arm.orelse[0]
+                    continue
+                self.exec_block(arm.orelse)
+                break
         elif isinstance(stmt, (ast.With, ast.AsyncWith)):
             for item in stmt.items:
                 val = self.eval(item.context_expr)
@@ -191,7 +206,7 @@ class Walker(CallSemantics):
                     "key": key,
                     "dtype": "fp16",
                     "module": False,
-                    "text": f"{key} = {ast.unparse(value_node)}",
+                    "text": f"{key} = {unparse(value_node)}",
                 },
             )
         if key is not None:
@@ -201,13 +216,22 @@ class Walker(CallSemantics):
                         ev.data["bound_to"] = key
                         break
             self.names[key] = val
-            if "." in key:
-                self.dotted.add(key)
             # a new `self.model` replaces what was known about `self.model.xyz`
-            prefix = key + "."
-            for old in [k for k in self.dotted if k.startswith(prefix)]:
-                self.dotted.discard(old)
-                self.names.pop(old, None)
+            self.forget_below(key)
+            if "." in key:
+                for prefix in dotted_prefixes(key):
+                    self.below.setdefault(prefix, set()).add(key)
+
+    def forget_below(self, key: str) -> None:
+        """Forget the dotted names bound below ``key`` (each is forgotten once per
+        binding, so a file's bindings cost linear time; issue 21: 1 MB took 47 s)."""
+        for old in self.below.pop(key, ()):
+            self.names.pop(old, None)
+            for prefix in dotted_prefixes(old):
+                if prefix != key:
+                    others = self.below.get(prefix)
+                    if others is not None:
+                        others.discard(old)
 
     def peek(self, node: ast.expr) -> Val:
         """The value of an expression already evaluated (no new events)."""
