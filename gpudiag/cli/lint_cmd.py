@@ -11,19 +11,21 @@ from gpudiag.cli.options import json_option
 
 _EPILOG = """\b
 Examples:
-  gpudiag lint train.py                   # path:line:col: CODE [severity] message
-  gpudiag lint src/ scripts/train.py      # folders: every .py below them
-  gpudiag lint train.py --strict          # exit 1 on warnings too (CI)
-  gpudiag lint train.py --json            # one JSON document, like check --json
-  gpudiag lint train.py --check           # also feed the script's literals (device_ids,
-                                          #   CUDA_VISIBLE_DEVICES, set_device, backend,
-                                          #   autocast dtype) to `check` on this machine
+  gpudiag lint train.py                # path:line:col: CODE [severity] text
+  gpudiag lint src/ scripts/train.py   # folders: every .py below them
+  gpudiag lint train.py --strict       # exit 1 on warnings too (CI)
+  gpudiag lint train.py --json         # one JSON document, like check --json
+  gpudiag lint train.py --check        # also feed the script's literals
+                                       # (device_ids, CUDA_VISIBLE_DEVICES,
+                                       # set_device, backend, autocast dtype)
+                                       # to `check` on this machine
   gpudiag lint train.py --check --snapshot node.json
 
 \b
 The script is parsed, never imported or run. Silence one finding with a
-comment on its line:  model.cuda()  # gpudiag: ignore[LINT-DDP-NO-SET-DEVICE]
-`gpudiag explain LINT-…` prints a rule's documentation (its meaning and fix).
+comment on its line:
+  model.cuda()  # gpudiag: ignore[LINT-DDP-NO-SET-DEVICE]
+`gpudiag explain LINT-…` prints a rule's documentation (meaning and fix).
 
 \b
 Exit codes: 0 no errors (warnings allowed); 1 errors (a file that does not
