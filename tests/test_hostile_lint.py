@@ -456,3 +456,14 @@ def test_ctrl_c_during_a_large_parse_exits_130_soon(tmp_path: Path) -> None:
     assert proc.returncode == 130, (out[-500:], err[-2000:])
     assert err == "gpudiag: interrupted\n"
     assert waited < 10, waited
+
+
+def test_a_folder_with_no_python_file_is_bad_input(tmp_path: Path) -> None:
+    # issue 20: `gpudiag lint empty/` said "OK: … (0 files checked)"; a wrong path
+    # passed the gate.
+    (tmp_path / "notes.txt").write_text("x")
+    code, out, err = _run("lint", str(tmp_path))
+    assert code == 2 and out == b""
+    assert err.strip() == f"gpudiag: error: no .py file found under {tmp_path}: nothing to lint"
+    (tmp_path / "train.py").write_text("import torch\n")
+    assert _run("lint", str(tmp_path))[0] == 0

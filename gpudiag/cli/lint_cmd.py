@@ -88,7 +88,14 @@ def lint(
     from gpudiag.lint.report import lint_json, render_lint
     from gpudiag.lint.source import collect_paths
 
-    collect_paths(paths)  # a missing path is bad input: exit 2 before any work
+    # A missing path is bad input: exit 2 before any work. So is a run that would read
+    # no file at all (issue 20: `lint empty/` said "OK", a wrong path passed the gate).
+    if paths and not collect_paths(paths):
+        from gpudiag.render.text import esc
+
+        raise GpudiagInputError(
+            f"no .py file found under {', '.join(esc(p) for p in paths)}: nothing to lint"
+        )
     snapshot = None
     driver = None
     if against:
