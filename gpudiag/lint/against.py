@@ -31,6 +31,7 @@ class ScriptValues:
     """The literals found, each with the event that wrote it."""
 
     visible: tuple[str, Event] | None = None
+    order: tuple[str, Event] | None = None
     device_ids: tuple[list[int], Event] | None = None
     dataparallel: Event | None = None
     output_device: tuple[int, Event] | None = None
@@ -56,6 +57,7 @@ def script_values(facts: Facts) -> ScriptValues:
         mask = script_mask(facts, last)
         if mask is not None:
             out.visible = (",".join(mask[1].entries), mask[0])
+    out.order = _script_order(facts, anchor)
     for ev in facts.of("set_device"):
         k = as_int(ev.val) if ev.val is not None else None
         if k is not None and ev.proc == (dp.proc if dp else ev.proc):
@@ -95,6 +97,24 @@ def script_values(facts: Facts) -> ScriptValues:
     return out
 
 
+def _script_order(facts: Facts, anchor: Event | None) -> tuple[str, Event] | None:
+    """The literal CUDA_DEVICE_ORDER the script sets before ``anchor`` (or at all) and
+    before CUDA initialises in its process: check must resolve with it (issue 20:
+    lint --check ignored a script's os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID")."""
+    sets = [
+        e
+        for e in facts.of("env_set")
+        if e.text("var") == "CUDA_DEVICE_ORDER"
+        and isinstance(e.data.get("value"), str)
+        and (anchor is None or e.seq < anchor.seq)
+    ]
+    for ev in reversed(sets):
+        init = facts.first_in("cuda_init", ev.proc)
+        if init is None or ev.seq < init.seq:
+            return str(ev.data["value"]), ev
+    return None
+
+
 def _refuse_long_literal(ids_val: object, dp: Event) -> None:
     """A ``device_ids`` literal longer than the walker reads as a constant (issue 21).
     Fed as "not given", check would say DataParallel uses the default ids, which the
@@ -124,6 +144,8 @@ def _line_for(code: str, values: ScriptValues) -> Event | None:
         return values.ddp
     if code.startswith("HEALTH-AMP-") and values.amp is not None:
         return values.amp[1]
+    if code.startswith("VIS-ORDER") and values.order is not None:
+        return values.order[1]
     if code.startswith("VIS-") and values.visible is not None:
         return values.visible[1]
     return None
@@ -138,6 +160,7 @@ def script_request(v: ScriptValues) -> CheckRequest:
     try:
         return CheckRequest(
             visible=v.visible[0] if v.visible is not None else FROM_SNAPSHOT,
+            order=v.order[0] if v.order is not None else FROM_SNAPSHOT,
             device_ids=v.device_ids[0] if v.device_ids is not None else None,
             dataparallel=v.dataparallel is not None,
             output_device=v.output_device[0] if v.output_device is not None else None,
@@ -153,6 +176,7 @@ def script_request(v: ScriptValues) -> CheckRequest:
 #: How a script writes each value lint --check reads.
 _SCRIPT_NAMES = {
     "visible": "CUDA_VISIBLE_DEVICES",
+    "order": "CUDA_DEVICE_ORDER",
     "device_ids": "device_ids",
     "dataparallel": "DataParallel",
     "output_device": "output_device",
