@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -58,6 +59,20 @@ def _wait_for_probe_start(tmpdir: Path, proc: subprocess.Popen[str]) -> None:
     pytest.fail("the probe never started")
 
 
+def _hanging_probe(
+    tmp_path: Path, preexec: Callable[[], None] | None = None
+) -> subprocess.Popen[str]:
+    """``probe single --device cpu`` whose worker hangs (GPUDIAG_PROBE_FAULT), TMPDIR=tmp_path."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "gpudiag", "probe", "single", "--device", "cpu"],
+        env=_env(tmp_path, GPUDIAG_PROBE_FAULT="hang:single"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=preexec,
+    )
+
+
 def _default_sigint() -> None:
     # A job a non-interactive shell started in the background inherits SIGINT
     # ignored (POSIX), and Python then installs no KeyboardInterrupt handler: the
@@ -67,14 +82,7 @@ def _default_sigint() -> None:
 
 @pytest.mark.parametrize("gap_s", [0.0, 0.005])
 def test_repeated_ctrl_c_cleans_up_and_exits_130(tmp_path: Path, gap_s: float) -> None:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gpudiag", "probe", "single", "--device", "cpu"],
-        env=_env(tmp_path, GPUDIAG_PROBE_FAULT="hang:single"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=_default_sigint,
-    )
+    proc = _hanging_probe(tmp_path, _default_sigint)
     try:
         _wait_for_probe_start(tmp_path, proc)
         proc.send_signal(signal.SIGINT)
@@ -92,13 +100,7 @@ def test_repeated_ctrl_c_cleans_up_and_exits_130(tmp_path: Path, gap_s: float) -
 
 
 def test_sigterm_cleans_up(tmp_path: Path) -> None:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gpudiag", "probe", "single", "--device", "cpu"],
-        env=_env(tmp_path, GPUDIAG_PROBE_FAULT="hang:single"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = _hanging_probe(tmp_path)
     try:
         _wait_for_probe_start(tmp_path, proc)
         proc.send_signal(signal.SIGTERM)
@@ -125,14 +127,7 @@ def test_terminating_signals_clean_up_like_sigterm(tmp_path: Path, name: str) ->
     # PDEATHSIG fired, the workers left. Sent twice: the second must not cut the
     # cleanup short.
     signum = getattr(signal, name)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gpudiag", "probe", "single", "--device", "cpu"],
-        env=_env(tmp_path, GPUDIAG_PROBE_FAULT="hang:single"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=_default_signals,
-    )
+    proc = _hanging_probe(tmp_path, _default_signals)
     try:
         _wait_for_probe_start(tmp_path, proc)
         proc.send_signal(signum)
@@ -153,14 +148,7 @@ def test_an_ignored_sighup_stays_ignored(tmp_path: Path) -> None:
         _default_signals()
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gpudiag", "probe", "single", "--device", "cpu"],
-        env=_env(tmp_path, GPUDIAG_PROBE_FAULT="hang:single"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=ignore_hup,
-    )
+    proc = _hanging_probe(tmp_path, ignore_hup)
     try:
         _wait_for_probe_start(tmp_path, proc)
         proc.send_signal(signal.SIGHUP)
