@@ -82,6 +82,9 @@ def test_store_binds_loopback_and_refuses_a_forged_arrival(tmp_path: Path) -> No
     env.update(
         TMPDIR=str(tmp_path), SLURM_PROCID="0", SLURM_NTASKS="2", SLURM_LOCALID="0",
         MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+        # Slurm says 2 tasks but not that they share a node: ddp across nodes needs
+        # an exported secret (issue 21); the forger does not know it.
+        GPUDIAG_RDZV_TOKEN="ab" * 32,
     )  # fmt: skip
     probe = subprocess.Popen(
         [sys.executable, "-m", "gpudiag", "probe", "ddp", "--device", "cpu", "--json",

@@ -29,8 +29,7 @@ from gpudiag.errors import GpudiagInputError
 from gpudiag.launch.process import LaunchEnv, detect_launch
 from gpudiag.probes import children, jobtoken, tempdirs
 from gpudiag.probes.jobtoken import (
-    PUBLIC_TOKEN_NOTE,
-    PUBLIC_TOKEN_WARNING,
+    MULTI_NODE_NEEDS_TOKEN,
     create_secret,
     read_secret,
     secret_dir,
@@ -143,7 +142,7 @@ def test_an_arrival_signed_from_public_values_is_refused(tmp_path: Path) -> None
     ddp = json.loads(out)["probes"][0]
     assert ddp["hang"]["arrived_ranks"] == [0], ddp
     assert "refused forged rendezvous arrivals for ranks [1]" in ddp["message"]
-    assert PUBLIC_TOKEN_WARNING not in err  # one node: a private secret, nothing to warn
+    assert "GPUDIAG_RDZV_TOKEN" not in err  # one node: a private secret, nothing to say
     assert [p.name for p in tmp_path.iterdir()] == []  # the secret went with the run
 
 
@@ -165,32 +164,30 @@ def test_two_local_ranks_share_a_private_secret(tmp_path: Path) -> None:
     doc = json.loads(outs[1][0])
     assert doc["overall"] == "pass"
     assert [r["arrived"] for r in doc["probes"][0]["ranks"]] == [True, True]
-    assert PUBLIC_TOKEN_NOTE not in doc["probes"][0]["notes"]
+    assert not any("GPUDIAG_RDZV_TOKEN" in n for n in doc["probes"][0]["notes"])
     assert [p.name for p in tmp_path.iterdir()] == []
 
 
-def test_ranks_on_several_nodes_are_warned_that_arrivals_are_forgeable(tmp_path: Path) -> None:
-    # One rank per node and no exported token: no private channel exists; say so.
+def test_ranks_on_several_nodes_need_an_exported_token(tmp_path: Path) -> None:
+    # One rank per node and no exported token: no private channel exists, and a
+    # token derived from public values could be forged: refused, one line, exit 2.
     env = _env(tmp_path, RANK="0", WORLD_SIZE="2", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1",
                MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))  # fmt: skip
     proc = subprocess.run(
         _probe_cmd("--json", "--timeout", "1"), env=env, capture_output=True, text=True,
         timeout=120,
     )  # fmt: skip
-    assert proc.returncode == TIMEOUT, proc.stdout + proc.stderr
-    assert PUBLIC_TOKEN_WARNING in proc.stderr.splitlines()
-    assert len(PUBLIC_TOKEN_WARNING) <= 100
-    assert PUBLIC_TOKEN_NOTE in json.loads(proc.stdout)["probes"][0]["notes"]
-    assert "GPUDIAG_RDZV_TOKEN=$(openssl rand -hex 32)" in PUBLIC_TOKEN_NOTE
-    # An exported token: no warning, no note.
+    assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr
+    assert proc.stderr.strip().splitlines() == [f"gpudiag: error: {MULTI_NODE_NEEDS_TOKEN}"]
+    assert "GPUDIAG_RDZV_TOKEN=$(openssl rand -hex 32)" in MULTI_NODE_NEEDS_TOKEN
+    assert list(tmp_path.glob("gpudiag-*")) == []  # nothing left behind
+    # An exported token: the probe runs (its lone rank then waits for rank 1: timeout).
     env["GPUDIAG_RDZV_TOKEN"] = "0" * 64
     proc = subprocess.run(
         _probe_cmd("--json", "--timeout", "1"), env=env, capture_output=True, text=True,
         timeout=120,
     )  # fmt: skip
     assert proc.returncode == TIMEOUT, proc.stdout + proc.stderr
-    assert PUBLIC_TOKEN_WARNING not in proc.stderr
-    assert PUBLIC_TOKEN_NOTE not in json.loads(proc.stdout)["probes"][0]["notes"]
 
 
 def _launch(
@@ -206,13 +203,14 @@ def test_start_token_chooses_by_where_the_ranks_are(
     monkeypatch.setattr(tempdirs.tempfile, "tempdir", str(tmp_path))
     assert start_token(_launch(), {"GPUDIAG_RDZV_TOKEN": "mine"}, True).token == "mine"
     assert start_token(None, {}, True).kind == "random"
-    public = start_token(_launch(local_size=1), {}, True)
-    assert (public.kind, public.note) == ("public", PUBLIC_TOKEN_NOTE)
+    with pytest.raises(GpudiagInputError, match="needs GPUDIAG_RDZV_TOKEN"):
+        start_token(_launch(local_size=1), {}, True)
     # srun without --ntasks-per-node: one node when the step has one.
     assert start_token(_launch(1, None), {"SLURM_STEP_NUM_NODES": "1"}, True).kind == (
         "node-secret"
     )
-    assert start_token(_launch(1, None), {"SLURM_STEP_NUM_NODES": "2"}, True).kind == "public"
+    with pytest.raises(GpudiagInputError, match="needs GPUDIAG_RDZV_TOKEN"):
+        start_token(_launch(1, None), {"SLURM_STEP_NUM_NODES": "2"}, True)
     writer = start_token(_launch(0), {}, True)
     reader = start_token(_launch(1), {}, True)
     try:

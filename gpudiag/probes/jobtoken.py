@@ -17,10 +17,10 @@ a forged arrival. Now, in order (docs/probes.md):
    local ranks read. Local rank 0 holds an ``flock`` on the file while it runs,
    so that a file left by a killed run (no lock) is never taken for this run's,
    and removes it at the end;
-4. under a launcher across nodes: the nodes share no private channel, so the
-   token can only be derived from public values; the run says so (a warning
-   on stderr and a note in the ddp result) and names the fix, exporting
-   ``GPUDIAG_RDZV_TOKEN`` before the launch.
+4. under a launcher across nodes: the nodes share no private channel, and a token
+   derived from public values could be forged, so the ddp probe refuses to run
+   (one line, exit 2) and names the fix: export ``GPUDIAG_RDZV_TOKEN`` before
+   the launch.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from typing import Literal
 
 from gpudiag.errors import GpudiagInputError
 from gpudiag.launch.process import LaunchEnv
-from gpudiag.probes.rendezvous import RDZV_TOKEN_ENV, rendezvous_token
+from gpudiag.probes.rendezvous import RDZV_TOKEN_ENV
 
 #: How long a local rank other than 0 waits for local rank 0's secret. Local
 #: rank 0 writes it before it starts its worker, so this only runs out when it
@@ -55,17 +55,15 @@ _TOKEN_TEXT = re.compile(r"[0-9a-f]{64}")
 #: A secret dir no live run holds is removed by a later run after this long.
 _STALE_S = 24 * 3600.0
 _EXPORT_FIX = "export GPUDIAG_RDZV_TOKEN=$(openssl rand -hex 32) before the launch"
-#: The stderr line of a run whose arrivals another user could forge (fits 100 columns).
-PUBLIC_TOKEN_WARNING = (
-    "gpudiag: warning: ddp across nodes, no GPUDIAG_RDZV_TOKEN: arrivals are forgeable"
-)
-PUBLIC_TOKEN_NOTE = (
-    "rendezvous token derived from public values (run id, MASTER_ADDR, MASTER_PORT): "
-    "the ranks span several nodes and GPUDIAG_RDZV_TOKEN was not exported, so another "
-    "user on a node who knows the job could forge an arrival; "
+#: Ranks on several nodes share no private channel: a token derived from the job's
+#: public values (run id, MASTER_ADDR/PORT) could be forged by another user on a node,
+#: so the ddp probe refuses to run across nodes without an exported one (issue 21).
+MULTI_NODE_NEEDS_TOKEN = (
+    "probe ddp across nodes needs GPUDIAG_RDZV_TOKEN: the nodes share no secret, and a "
+    "token derived from the job's public values could be forged; "
     f"{_EXPORT_FIX} (docs/probes.md)"
 )
-Kind = Literal["exported", "random", "node-secret", "public"]
+Kind = Literal["exported", "random", "node-secret"]
 
 
 def _noop() -> None:
@@ -80,14 +78,12 @@ class JobToken:
         kind: how the token is had (the module docstring's cases 1 to 4).
         token: the token; None while it is still to be read from ``path``.
         path: the node's secret dir (``node-secret`` only).
-        note: said in the ddp result when the token is forgeable (``public``).
         release: removes this run's secret (local rank 0); safe to call twice.
     """
 
     kind: Kind
     token: str | None = None
     path: Path | None = None
-    note: str | None = None
     release: Callable[[], None] = field(default=_noop)
 
     def value(self, wait_s: float = SECRET_WAIT_S) -> str:
@@ -121,7 +117,8 @@ def start_token(launch: LaunchEnv | None, environ: Mapping[str, str], ddp: bool)
     secret. ``ddp`` is whether this rank runs the ddp probe (only it needs one).
 
     Raises:
-        GpudiagInputError: local rank 0 cannot create its secret.
+        GpudiagInputError: local rank 0 cannot create its secret, or the ranks span
+            several nodes and no GPUDIAG_RDZV_TOKEN was exported.
     """
     exported = environ.get(RDZV_TOKEN_ENV, "")
     if exported:
@@ -129,7 +126,7 @@ def start_token(launch: LaunchEnv | None, environ: Mapping[str, str], ddp: bool)
     if launch is None or not ddp:
         return JobToken("random", secrets.token_hex(32))
     if not one_node(launch, environ):
-        return JobToken("public", rendezvous_token(launch, environ), note=PUBLIC_TOKEN_NOTE)
+        raise GpudiagInputError(MULTI_NODE_NEEDS_TOKEN)
     path = secret_dir(launch, environ)
     if launch.local_rank != 0:
         return JobToken("node-secret", path=path)

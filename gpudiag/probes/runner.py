@@ -17,13 +17,10 @@ MASTER_PORT, which the launcher (or the user) owns.
 from __future__ import annotations
 
 import ctypes.util
-import dataclasses
 import os
-import sys
 import time
 import uuid
 from collections.abc import Callable
-from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +28,6 @@ from gpudiag.errors import GpudiagInputError
 from gpudiag.parsing import int_or_none
 from gpudiag.probes.children import Child, monitor, spawn
 from gpudiag.probes.jobtoken import (
-    PUBLIC_TOKEN_WARNING,
     JobToken,
     remove_stale_secrets,
     secret_base,
@@ -44,7 +40,6 @@ from gpudiag.probes.results import (
     PROBE_NAMES,
     ProbeName,
     ProbeReport,
-    ProbeResult,
 )
 from gpudiag.probes.tempdirs import (
     cleanup,
@@ -130,8 +125,6 @@ def run_probes(
                 tmp = make_run_dir()
                 job_token = start_token(launch, os.environ, ddp_here)
             token = job_token.value()  # other local ranks wait for local rank 0's
-            if job_token.note is not None and rank == 0:
-                _warn(PUBLIC_TOKEN_WARNING)
             threads = _threads_per_child(
                 len(assignments), launch.local_world_size if launch is not None else None
             )
@@ -147,7 +140,7 @@ def run_probes(
         finally:
             cleanup(children, tmp, None if job_token is None else job_token.release)
     results = tuple(
-        _with_token_note(result_for(name, children, outcome, world_size, plan), job_token)
+        result_for(name, children, outcome, world_size, plan)
         for name in plan.probes
         if any(name in c.probes for c in children) or not children
     )
@@ -162,19 +155,6 @@ def run_probes(
         startup_s=max(startups) if startups else None,
         probes=results,
     )
-
-
-def _warn(text: str) -> None:
-    """One line on stderr (never raising: stderr may be closed)."""
-    with suppress(OSError, ValueError, AttributeError):
-        print(text, file=sys.stderr, flush=True)
-
-
-def _with_token_note(result: ProbeResult, job_token: JobToken | None) -> ProbeResult:
-    """The ddp result, with the note that its arrivals were forgeable (issue 21)."""
-    if result.probe != "ddp" or job_token is None or job_token.note is None:
-        return result
-    return dataclasses.replace(result, notes=(*result.notes, job_token.note))
 
 
 def _threads_per_child(local_children: int, local_ranks: int | None = None) -> int:
