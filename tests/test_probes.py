@@ -470,7 +470,9 @@ def test_torchrun_two_nodes_on_loopback(tmp_path: Path) -> None:
             [PY, "-m", "torch.distributed.run", "--nnodes", "2", "--node-rank", str(node),
              "--nproc-per-node", "1", "--master-addr", "127.0.0.1", "--master-port", str(port),
              "-m", "gpudiag", "probe", "ddp", "--device", "cpu", "--json"],
-            env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            # Two nodes share no secret: the job exports one (issue 21).
+            env=_env(tmp_path, GPUDIAG_RDZV_TOKEN="cd" * 32),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
         for node in (0, 1)
     ]  # fmt: skip
@@ -490,7 +492,8 @@ def test_torchrun_two_nodes_on_loopback(tmp_path: Path) -> None:
 
 def test_slurm_missing_peer_is_reported_hang(tmp_path: Path) -> None:
     port = _free_port()
-    env = _env(tmp_path, SLURM_PROCID="0", SLURM_NTASKS="2", SLURM_LOCALID="0",
+    env = _env(tmp_path, GPUDIAG_RDZV_TOKEN="cd" * 32, SLURM_PROCID="0", SLURM_NTASKS="2",
+               SLURM_LOCALID="0",
                MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))  # fmt: skip
     began = time.monotonic()
     proc = _run(["ddp", "--device", "cpu", "--json", "--timeout", "3"], env)

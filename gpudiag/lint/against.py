@@ -144,7 +144,7 @@ def _line_for(code: str, values: ScriptValues) -> Event | None:
         return values.ddp
     if code.startswith("HEALTH-AMP-") and values.amp is not None:
         return values.amp[1]
-    if code.startswith("VIS-ORDER") and values.order is not None:
+    if code.startswith("VIS-ORDER-") and values.order is not None:
         return values.order[1]
     if code.startswith("VIS-") and values.visible is not None:
         return values.visible[1]
