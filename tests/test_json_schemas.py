@@ -204,6 +204,7 @@ DOC_SECTIONS: dict[str, list[tuple[str, str]]] = {
         ("snapshot.md", "## `torch`"),
         ("snapshot.md", "## `host` (since 1.1)"),
         ("snapshot.md", "## `gpu_pairs[]` (since 1.2)"),
+        ("snapshot.md", "## `node` (since 1.3)"),
         ("snapshot.md", "## `gputil[]`"),
         ("snapshot.md", "## Example"),
     ],
@@ -215,7 +216,7 @@ SCHEMA_VALUES = {
     "check": "gpudiag-check/1",
     "lint": "gpudiag-lint/1",
     "list": "gpudiag-list/1",
-    "snapshot": "gpudiag-snapshot/1.2",
+    "snapshot": "gpudiag-snapshot/1.3",
     "probe": "gpudiag-probe/1",
     "topo": "gpudiag-topo/1",
 }
@@ -329,7 +330,7 @@ def _schema_value(kind: str, docs: Iterable[tuple[str, Any]]) -> Iterator[tuple[
     for label, doc in docs:
         if label.startswith("fixture "):
             # Read and written back, a snapshot keeps the 1.x it was written as
-            # (docs/snapshot.md "Reading rules"); gpudiag itself writes 1.2.
+            # (docs/snapshot.md "Reading rules"); gpudiag itself writes 1.3.
             assert re.fullmatch(r"gpudiag-snapshot/1(\.[0-9]+)?", doc["schema"]), label
         else:
             assert doc["schema"] == SCHEMA_VALUES[kind], label
@@ -364,6 +365,17 @@ def _enriched_fixture(directory: Path) -> str:
         "pci_gpus": [{"pci_bus_id": "0000:07:00.0", "driver": "nvidia", "numa_node": 3,
                       "iommu_group_type": "identity",
                       "bridges": [{"bdf": "0000:00:01.1", "acs_ctl": 0}]}],
+    }  # fmt: skip
+    # Schema 1.3's node facts, with an RDMA port and a resolved MASTER_ADDR.
+    doc["node"] = {
+        "boot_id": "6c63b633-4d22-4ca7-9a49-87893966b649", "os_name": "Ubuntu 22.04.4 LTS",
+        "interfaces": [{"name": "ib0", "operstate": "up", "loopback": False,
+                        "ipv4": ["10.1.0.5/16"]}],
+        "ib_ports": [{"device": "mlx5_0", "port": 1, "state": "ACTIVE",
+                      "link_layer": "InfiniBand"}],
+        "nccl_env": {"NCCL_SOCKET_IFNAME": "ib0", "MASTER_ADDR": "n1"},
+        "master_addr_ips": ["10.1.0.1"], "master_addr_error": None,
+        "nccl_version": "2.21.5", "nccl_source": "nvidia-nccl-cu12 (installed)",
     }  # fmt: skip
     # A GPU only GPUtil saw: list's other shape of gpus[] (docs/cli.md).
     doc["gputil"].append({**doc["gputil"][0], "gputil_id": 8, "uuid": "GPU-" + "0" * 8 + "-ff"})
