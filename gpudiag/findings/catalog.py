@@ -320,6 +320,17 @@ _FLEET: _Rows = (
     ("FLEET-NODE-FACTS-MISSING", "info", "a snapshot older than 1.3 lacks the node facts"),
 )
 
+_NETWORK: _Rows = (
+    ("NET-IFNAME-MISSING", "error", "NCCL_SOCKET_IFNAME matches no interface on this node"),
+    ("NET-LOOPBACK-MULTINODE", "error", "a multi-node launch where NCCL can use only loopback"),
+    (
+        "NET-MASTER-ADDR-LOOPBACK",
+        "error|warning",
+        "a multi-node launch with MASTER_ADDR on loopback",
+    ),
+    ("NET-MASTER-ADDR-UNRESOLVED", "error", "MASTER_ADDR does not resolve on this node"),
+)
+
 _CHECK: _Rows = (
     ("CHECK-EXPECT-GPUS", "error", "the number of visible GPUs differs from --expect-gpus"),
     ("CHECK-NO-GPU", "error", "no CUDA device is visible to the job, and nothing else says why"),
@@ -438,6 +449,7 @@ _DECLARED: tuple[tuple[str, str, _Rows], ...] = (
         _TOPOLOGY,
     ),
     ("fleet", "between the nodes of one allocation: gpudiag fleet (FLEET-)", _FLEET),
+    ("network", "the network NCCL and the rendezvous use on this node (NET-)", _NETWORK),
     ("check", "the check itself (CHECK-)", _CHECK),
     ("api", "the Python API, gpudiag.guard() (API-)", _API),
     ("lint", "training scripts read by gpudiag lint (LINT-)", _LINT),
