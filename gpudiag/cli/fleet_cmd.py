@@ -18,12 +18,13 @@ Examples:
   gpudiag fleet                                  # inside salloc/sbatch: one snapshot per node
   gpudiag fleet --timeout 60 --json              # the same, as JSON
   gpudiag fleet --snapshots n1.json n2.json      # snapshots taken any other way
-  srun --ntasks-per-node=1 gpudiag snapshot -o snap-%N.json && gpudiag fleet --snapshots snap-*.json
+  srun --ntasks-per-node=1 --output=snap-%N.json gpudiag snapshot   # then:
+  gpudiag fleet --snapshots snap-*.json
 
 \b
 Inside a Slurm allocation (SLURM_JOB_ID set) gpudiag runs `srun --ntasks-per-node=1
---nodes=$SLURM_JOB_NUM_NODES python -m gpudiag snapshot` (never ssh); under Open MPI
-or MPICH (OMPI_COMM_WORLD_SIZE / PMI_SIZE set) `mpiexec` with one rank per node. A
+--nodes=$SLURM_JOB_NUM_NODES python -m gpudiag snapshot` (never ssh); with --mpi N,
+`mpiexec -n N --map-by ppr:1:node` (Open MPI) with one rank per node. A
 node that does not answer within --timeout is named (FLEET-NODE-NO-ANSWER). One row
 per node, then FLEET- findings naming the odd node(s) and the fact that differs
 (`gpudiag explain FLEET-GPU-COUNT`). Exit status: 0 no errors, 1 errors found, 2 bad
@@ -45,8 +46,22 @@ input (an unreadable snapshot, no allocation to run in).""",
     show_default=True,
     help="Seconds to wait for every node's snapshot (live only).",
 )
+@click.option(
+    "--mpi",
+    "mpi_ranks",
+    metavar="N",
+    type=click.IntRange(min=1, max=100_000),
+    default=None,
+    help="Collect through Open MPI instead of Slurm: mpiexec -n N --map-by ppr:1:node.",
+)
 @json_option
-def fleet(from_files: bool, files: tuple[str, ...], timeout_s: float, as_json: bool) -> None:
+def fleet(
+    from_files: bool,
+    files: tuple[str, ...],
+    timeout_s: float,
+    mpi_ranks: int | None,
+    as_json: bool,
+) -> None:
     """Compare the nodes of an allocation: versions, GPUs, health and network."""
     from gpudiag.core.fleet import compare_fleet, label_nodes
     from gpudiag.errors import GpudiagInputError
@@ -64,7 +79,7 @@ def fleet(from_files: bool, files: tuple[str, ...], timeout_s: float, as_json: b
     else:
         from gpudiag.backends.fleet_run import collect_fleet
 
-        nodes, source = collect_fleet(os.environ, timeout_s=timeout_s)
+        nodes, source = collect_fleet(os.environ, timeout_s=timeout_s, mpi_ranks=mpi_ranks)
     nodes = label_nodes(nodes)
     findings = compare_fleet(nodes)
     failed = any(f.severity == "error" for f in findings)
