@@ -51,7 +51,7 @@ def test_identical_nodes_exit_0_through_srun(tmp_path: Path) -> None:
     # One task per node, each writing its own file, and gpudiag's own snapshot command
     # started without `python -m` (which would import from the working directory).
     assert "--ntasks-per-node=1" in argv and "--nodes=3" in argv
-    assert any(a.startswith("--output=") and a.endswith("/%N.json") for a in argv)
+    assert any(a.startswith("--output=") and a.endswith("/%n.json") for a in argv)
     command = argv[next(i for i, a in enumerate(argv) if not a.startswith("--")) :]
     assert command[0] == sys.executable and command[1] == "-c"
     assert command[-2:] == ["gpudiag", "snapshot"]

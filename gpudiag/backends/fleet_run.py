@@ -2,8 +2,8 @@
 
 Through the engine the cluster already has, never ``ssh``: inside a Slurm allocation
 ``srun --ntasks-per-node=1 --nodes=N`` runs ``gpudiag snapshot`` once per node, each
-task's stdout going to its own file through srun's ``--output`` pattern ``%N`` (the
-node's short name: srun(1), "filename pattern"); under Open MPI ``mpiexec --map-by
+task's stdout going to its own file through srun's ``--output`` pattern ``%n`` (the
+node's index in the job: srun(1), "filename pattern"); under Open MPI ``mpiexec --map-by
 ppr:1:node`` does the same with ``--output-filename`` (one ``rank.N/stdout`` per rank,
 mpirun(1)). The files live in a private temporary directory (mode 0700) removed
 afterwards. The run is bounded: past ``timeout_s`` its process group is terminated and
@@ -158,25 +158,27 @@ def collect_slurm(
         raise GpudiagInputError("fleet: the Slurm allocation lists no node (SLURM_JOB_NODELIST)")
     work = Path(tempfile.mkdtemp(prefix="gpudiag-fleet-"))
     try:
+        # %n, the node's index in the job (0 = the first of SLURM_JOB_NODELIST), not %N:
+        # %N is the short host name, which differs from the node name where NodeHostname
+        # does (and is one name for every slurmd of an emulated cluster). srun(1).
         argv = [
             srun, "--ntasks-per-node=1", f"--nodes={count}", f"--ntasks={count}",
             "--kill-on-bad-exit=0", "--job-name=gpudiag-fleet",
-            f"--output={work}/%N.json", f"--error={work}/%N.err",
+            f"--output={work}/%n.json", f"--error={work}/%n.err",
             *python_module_argv("gpudiag", "snapshot"),
         ]  # fmt: skip
         status = _run_bounded(argv, timeout_s, work / "launcher.err")
-        found = sorted(p.stem for p in work.glob("*.json"))
-        for extra in found:
-            if extra not in names:
-                names.append(extra)
+        found = sorted(int(p.stem) for p in work.glob("*.json") if p.stem.isdigit())
+        total = max([len(names), *(i + 1 for i in found)])
+        names += [f"node #{i}" for i in range(len(names), total)]
         launcher_err = work / "launcher.err"
         return [
             _read_node(
-                n, work / f"{n}.json",
-                work / f"{n}.err" if (work / f"{n}.err").exists() else launcher_err,
+                names[i], work / f"{i}.json",
+                work / f"{i}.err" if (work / f"{i}.err").exists() else launcher_err,
                 status, timeout_s,
             )
-            for n in names
+            for i in range(total)
         ]  # fmt: skip
     finally:
         shutil.rmtree(work, ignore_errors=True)
