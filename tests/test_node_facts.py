@@ -160,3 +160,32 @@ def test_redact_drops_addresses_and_boot_id(tmp_path: Path) -> None:
     assert all(i.ipv4 is None for i in snap.node.interfaces or ())
     assert dict(snap.node.nccl_env) == {"NCCL_SOCKET_IFNAME": "eth0"}
     assert [i.name for i in snap.node.interfaces or ()] == ["docker0", "eth0", "lo"]
+
+
+def test_override_merges_records_and_validates() -> None:
+    from gpudiag.snapshot.override import apply_override
+
+    base = load_snapshot(str(FIXTURES / "fleet" / "node01.json"))
+    snap = apply_override(base, '{"hostname": "node2", "node": {"boot_id": "b-2"}}')
+    assert snap.hostname == "node2" and snap.node is not None and snap.node.boot_id == "b-2"
+    # Merged one level deep: the other node facts stay.
+    assert base.node is not None and snap.node.interfaces == base.node.interfaces
+    assert snap.sources["override"].reason == "GPUDIAG_SNAPSHOT_OVERRIDE gave: hostname, node"
+    for bad, message in [
+        ("{", "is not valid JSON"),
+        ("[1]", "must be a non-empty JSON object"),
+        ('{"gpus": 3}', "makes an invalid snapshot: gpus must be a list"),
+    ]:
+        with pytest.raises(SnapshotError, match=message):
+            apply_override(base, bad)
+
+
+def test_override_through_the_cli() -> None:
+    from .pinned import run_cli
+
+    code, out, _ = run_cli(
+        ["snapshot", "--no-torch"], {"GPUDIAG_SNAPSHOT_OVERRIDE": '{"hostname": "n9"}'}
+    )
+    assert code == 0 and json.loads(out)["hostname"] == "n9"
+    code, out, err = run_cli(["snapshot", "--no-torch"], {"GPUDIAG_SNAPSHOT_OVERRIDE": "{"})
+    assert code == 2 and out == "" and "GPUDIAG_SNAPSHOT_OVERRIDE is not valid JSON" in err

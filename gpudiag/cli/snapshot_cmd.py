@@ -52,6 +52,13 @@ def snapshot(output: str | None, no_torch: bool, redact: bool = False) -> None:
     from gpudiag.snapshot import dump_snapshot, redact_snapshot
 
     captured = collect_snapshot(with_torch=not no_torch)
+    import os
+
+    from gpudiag.snapshot.override import ENV, apply_override
+
+    if os.environ.get(ENV):
+        # Emulated nodes and tests (docs/snapshot.md): recorded in sources.override.
+        captured = apply_override(captured, os.environ[ENV])
     text = dump_snapshot(redact_snapshot(captured) if redact else captured)
     if output is None:
         click.echo(text, nl=False)
