@@ -97,27 +97,23 @@ def test_the_real_machine_answers_without_raising() -> None:
     assert net.resolve("localhost")[0] is not None
 
 
-def test_nccl_version_from_the_wheel_then_torch_pin() -> None:
-    from importlib.metadata import PackageNotFoundError
-
-    def none(name: str) -> str:
-        raise PackageNotFoundError(name)
-
-    def only_cu12(name: str) -> str:
-        if name == "nvidia-nccl-cu12":
-            return "2.21.5"
-        raise PackageNotFoundError(name)
-
-    pins = ["filelock", 'nvidia-nccl-cu12==2.20.5; platform_system == "Linux"']
-    assert net.nccl_version(only_cu12, lambda _: pins) == (
-        "2.21.5",
-        "nvidia-nccl-cu12 (installed)",
+def test_nccl_version_from_the_wheel_then_torch_pin(tmp_path: Path) -> None:
+    torch_meta = tmp_path / "torch-2.4.1.dist-info" / "METADATA"
+    torch_meta.parent.mkdir()
+    torch_meta.write_text(
+        "Name: torch\nRequires-Dist: filelock\n"
+        'Requires-Dist: nvidia-nccl-cu12==2.20.5; platform_system == "Linux"\n'
     )
-    assert net.nccl_version(none, lambda _: pins) == (
+    assert net.nccl_version(tmp_path) == (
         "2.20.5",
         "torch requires nvidia-nccl-cu12 (not installed)",
     )
-    assert net.nccl_version(none, lambda _: ["filelock"]) == (None, None)
+    (tmp_path / "nvidia_nccl_cu12-2.21.5.dist-info").mkdir()
+    assert net.nccl_version(tmp_path) == ("2.21.5", "nvidia-nccl-cu12 (installed)")
+    torch_meta.write_text("Name: torch\nRequires-Dist: filelock\n")
+    (tmp_path / "nvidia_nccl_cu12-2.21.5.dist-info").rmdir()
+    assert net.nccl_version(tmp_path) == (None, None)
+    assert net.nccl_version(tmp_path / "absent") == (None, None)
 
 
 def test_round_trip_and_old_snapshots_read_node_as_null(tmp_path: Path) -> None:

@@ -17,8 +17,9 @@ Sources:
 * ``MASTER_ADDR`` through ``getaddrinfo``, bounded by a timeout in a daemon thread
   (a resolver can take the full ``resolv.conf`` timeout per server);
 * the NCCL torch loads: pip's torch CUDA wheels depend on ``nvidia-nccl-cu12``
-  (``nvidia-nccl-cu11``/``-cu13``) and load its ``libnccl.so.2``; torch's own
-  metadata pins that version (``Requires-Dist: nvidia-nccl-cu12==2.21.5``).
+  (``nvidia-nccl-cu11``/``-cu13``), installed beside torch, and load its
+  ``libnccl.so.2``; torch's own metadata pins that version
+  (``Requires-Dist: nvidia-nccl-cu12==2.21.5``).
   Builds that link NCCL statically (conda, source builds) leave it None.
 """
 
@@ -53,7 +54,6 @@ _IFF_LOOPBACK = 0x8
 _SIOCGIFADDR = 0x8915
 _SIOCGIFNETMASK = 0x891B
 RESOLVE_TIMEOUT_S = 2.0
-NCCL_WHEELS = ("nvidia-nccl-cu12", "nvidia-nccl-cu13", "nvidia-nccl-cu11")
 
 Resolver = Callable[[str], tuple[str, ...]]
 AddrReader = Callable[[str], tuple[str, ...] | None]
@@ -200,28 +200,43 @@ def resolve(
     return None, box.get("error", f"no answer within {timeout_s:g} s")
 
 
-def nccl_version(
-    version: Callable[[str], str] | None = None,
-    requires: Callable[[str], list[str] | None] | None = None,
-) -> tuple[str | None, str | None]:
-    """(version, source): the installed ``nvidia-nccl-cu*`` wheel, else torch's pin."""
-    from importlib import metadata
+def _torch_site() -> Path | None:
+    """The folder torch is installed in (its package's parent), found, not imported."""
+    import importlib.util
 
-    version = version or metadata.version
-    requires = requires or metadata.requires
-    for wheel in NCCL_WHEELS:
-        try:
-            return version(wheel), f"{wheel} (installed)"
-        except (metadata.PackageNotFoundError, ValueError):
-            continue
     try:
-        reqs = requires("torch") or []
-    except (metadata.PackageNotFoundError, ValueError):
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):
+        return None
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    return Path(locations[0]).parent if locations else None
+
+
+def nccl_version(site: Path | None = None) -> tuple[str | None, str | None]:
+    """(version, source): the ``nvidia-nccl-cu*`` wheel beside torch, else torch's pin.
+
+    Read from the ``*.dist-info`` folders' names and torch's ``METADATA`` (a few file
+    reads: ``importlib.metadata`` would scan every installed distribution, 50 ms here).
+    """
+    site = site if site is not None else _torch_site()
+    if site is None:
         return None, None
-    for req in reqs:
-        match = re.match(r"\s*(nvidia-nccl-cu\d+)\s*==\s*([0-9][0-9A-Za-z.+-]*)", req)
+    try:
+        infos = sorted(p.name for p in site.glob("*.dist-info"))
+    except OSError:
+        return None, None
+    for name in infos:
+        match = re.fullmatch(r"nvidia_nccl_(cu\d+)-([0-9][^-]*)\.dist-info", name)
         if match:
-            return match.group(2), f"torch requires {match.group(1)} (not installed)"
+            return match.group(2), f"nvidia-nccl-{match.group(1)} (installed)"
+    for name in infos:
+        if re.fullmatch(r"torch-[0-9][^-]*\.dist-info", name):
+            text = _read(site / name / "METADATA", 1 << 20) or ""
+            pin = re.search(
+                r"^Requires-Dist:\s*(nvidia-nccl-cu\d+)\s*==\s*([0-9][0-9A-Za-z.+]*)", text, re.M
+            )
+            if pin:
+                return pin.group(2), f"torch requires {pin.group(1)} (not installed)"
     return None, None
 
 
