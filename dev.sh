@@ -31,6 +31,15 @@ setup() {
     if [ "$extras" = dev ] && [ ! -x "$VENV/launchers/mpich/bin/mpiexec" ]; then
         "$PY" -m pip install -q --disable-pip-version-check --target "$VENV/launchers/mpich" mpich
     fi
+    # Slurm and munge for tests/test_fleet_slurm.py (an emulated two-node cluster, issue 19):
+    # Debian's packages, where apt-get can be used as root; the tests skip, saying why,
+    # where they cannot be installed.
+    if [ "$extras" = dev ] && ! command -v slurmd >/dev/null 2>&1 \
+        && ! [ -x /usr/sbin/slurmd ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+            --no-install-recommends slurmd slurmctld slurm-client munge >/dev/null; } \
+            || echo "dev.sh: could not install slurm-wlm; tests/test_fleet_slurm.py will skip" >&2
+    fi
 }
 
 cmd="${1:-}"

@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from gpudiag.backends.host import collect_host, with_pid_namespace
+from gpudiag.backends.net import collect_node
 from gpudiag.backends.nvml import collect_nvml
 from gpudiag.model import GputilGpu, Snapshot, SourceStatus, TorchInfo
 
@@ -157,6 +158,7 @@ def collect_snapshot(
         created_utc=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         host=collect_host(),
         gpu_pairs=nvml.gpu_pairs,
+        node=collect_node(),
     )
 
 

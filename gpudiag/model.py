@@ -26,11 +26,17 @@ from gpudiag.links import PciBridge as PciBridge
 from gpudiag.links import PciGpu as PciGpu
 from gpudiag.links import pci_bus_key as pci_bus_key
 
+# A node's identity and network (schema 1.3) live in gpudiag.network; re-exported.
+from gpudiag.network import IbPort as IbPort
+from gpudiag.network import NetInterface as NetInterface
+from gpudiag.network import NodeInfo as NodeInfo
+
 #: The schema gpudiag writes. 1.1 added ``host`` and torch's ``distributed_available`` /
 #: ``nccl_available``; 1.2 the links between GPUs (``gpu_pairs``, per-GPU PCIe, NVLink,
-#: NUMA and fabric facts, more ``host`` facts). A reader accepts any
+#: NUMA and fabric facts, more ``host`` facts); 1.3 ``node``: the boot id, network
+#: interfaces, InfiniBand ports, rendezvous variables and NCCL version. A reader accepts any
 #: ``gpudiag-snapshot/1`` or ``/1.N`` (docs/snapshot.md).
-SNAPSHOT_SCHEMA = "gpudiag-snapshot/1.2"
+SNAPSHOT_SCHEMA = "gpudiag-snapshot/1.3"
 #: The major version every readable snapshot shares.
 SNAPSHOT_SCHEMA_MAJOR = "gpudiag-snapshot/1"
 
@@ -226,6 +232,8 @@ class Snapshot:
     host: HostInfo | None = None
     #: Since 1.2: one item per pair of GPUs NVML could ask about; None when not collected.
     gpu_pairs: tuple[GpuPair, ...] | None = None
+    #: Since 1.3: the node's identity and network; None when not collected.
+    node: NodeInfo | None = None
 
     @property
     def cuda_visible_devices(self) -> str | None:

@@ -32,8 +32,9 @@ MIXED4 = str(ROOT / "tests" / "fixtures" / "mixed4.json")
 PREFIXES = sorted({code.split("-", 1)[0] for code in CATALOG})
 CODE_RE = re.compile(rf"(?:{'|'.join(PREFIXES)})(?:-[A-Z0-9]+)+")
 #: Callables whose argument at this position is a finding code, the next one its severity.
-#: (health's PerGpu takes the GPU first: its code is the second argument.)
-EMITTERS = {"Finding": 0, "hit": 2, "PerGpu": 1}
+#: (health's PerGpu takes the GPU first: its code is the second argument; fleet's
+#: _skew and _per_node take the nodes and a getter first, then code= and severity=.)
+EMITTERS = {"Finding": 0, "hit": 2, "PerGpu": 1, "_skew": 2, "_per_node": 2}
 
 #: The codes `check --ignore` refused before the catalogue (it read 7 modules' CODES).
 REFUSED_BEFORE = (

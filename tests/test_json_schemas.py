@@ -144,9 +144,12 @@ def schema_paths(spec: Any, path: str = "") -> Iterator[str]:
                 yield from schema_paths(sub, f"{path}.{key}" if path else key)
 
 
-def assert_documents_match(kind: str, documents: Iterable[tuple[str, Any]]) -> None:
+def assert_documents_match(
+    kind: str, documents: Iterable[tuple[str, Any]], always_empty: frozenset[str] = frozenset()
+) -> None:
     """Each (label, document) matches schema ``kind``; together they visit all of it, so
-    no part of the schema is checked only on empty lists or nulls."""
+    no part of the schema is checked only on empty lists or nulls. ``always_empty``: list
+    items the document never has (and the schema of the shared part still names)."""
     spec = _schema(kind)
     errors: list[str] = []
     seen: set[str] = set()
@@ -157,7 +160,7 @@ def assert_documents_match(kind: str, documents: Iterable[tuple[str, Any]]) -> N
         errors += [f"{label}: {e}" for e in doc_errors]
         count += 1
     assert count and not errors, "\n".join(errors[:40])
-    unvisited = set(schema_paths(spec)) - seen
+    unvisited = set(schema_paths(spec)) - seen - always_empty
     assert not unvisited, f"no {kind} document exercised {sorted(unvisited)}"
 
 
@@ -205,20 +208,23 @@ DOC_SECTIONS: dict[str, list[tuple[str, str]]] = {
         ("snapshot.md", "## `torch`"),
         ("snapshot.md", "## `host` (since 1.1)"),
         ("snapshot.md", "## `gpu_pairs[]` (since 1.2)"),
+        ("snapshot.md", "## `node` (since 1.3)"),
         ("snapshot.md", "## `gputil[]`"),
         ("snapshot.md", "## Example"),
     ],
     "probe": [("probes.md", "## `--json` schema (`gpudiag-probe/1`)")],
     "topo": [("cli.md", "### `gpudiag topo --json`")],
+    "fleet": [("cli.md", "### `gpudiag fleet --json`")],
 }
 # The "schema" value each document carries, as its docs spell it.
 SCHEMA_VALUES = {
     "check": "gpudiag-check/1",
     "lint": "gpudiag-lint/1",
     "list": "gpudiag-list/1",
-    "snapshot": "gpudiag-snapshot/1.2",
+    "snapshot": "gpudiag-snapshot/1.3",
     "probe": "gpudiag-probe/1",
     "topo": "gpudiag-topo/1",
+    "fleet": "gpudiag-fleet/1",
 }
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 
@@ -330,7 +336,7 @@ def _schema_value(kind: str, docs: Iterable[tuple[str, Any]]) -> Iterator[tuple[
     for label, doc in docs:
         if label.startswith("fixture "):
             # Read and written back, a snapshot keeps the 1.x it was written as
-            # (docs/snapshot.md "Reading rules"); gpudiag itself writes 1.2.
+            # (docs/snapshot.md "Reading rules"); gpudiag itself writes 1.3.
             assert re.fullmatch(r"gpudiag-snapshot/1(\.[0-9]+)?", doc["schema"]), label
         else:
             assert doc["schema"] == SCHEMA_VALUES[kind], label
@@ -366,6 +372,17 @@ def _enriched_fixture(directory: Path) -> str:
                       "iommu_group_type": "identity",
                       "bridges": [{"bdf": "0000:00:01.1", "acs_ctl": 0}]}],
     }  # fmt: skip
+    # Schema 1.3's node facts, with an RDMA port and a resolved MASTER_ADDR.
+    doc["node"] = {
+        "boot_id": "6c63b633-4d22-4ca7-9a49-87893966b649", "os_name": "Ubuntu 22.04.4 LTS",
+        "interfaces": [{"name": "ib0", "operstate": "up", "loopback": False,
+                        "ipv4": ["10.1.0.5/16"]}],
+        "ib_ports": [{"device": "mlx5_0", "port": 1, "state": "ACTIVE",
+                      "link_layer": "InfiniBand"}],
+        "nccl_env": {"NCCL_SOCKET_IFNAME": "ib0", "MASTER_ADDR": "n1"},
+        "master_addr_ips": ["10.1.0.1"], "master_addr_error": None,
+        "nccl_version": "2.21.5", "nccl_source": "nvidia-nccl-cu12 (installed)",
+    }  # fmt: skip
     # A GPU only GPUtil saw: list's other shape of gpus[] (docs/cli.md).
     doc["gputil"].append({**doc["gputil"][0], "gputil_id": 8, "uuid": "GPU-" + "0" * 8 + "-ff"})
     path = directory / "enriched.json"
@@ -396,6 +413,18 @@ def test_topo_json_matches_schema(tmp_path: Path) -> None:
         for opts in ([], ["--visible", "1,2"])
     )
     assert_documents_match("topo", list(_schema_value("topo", docs)))
+
+
+def test_fleet_json_matches_schema() -> None:
+    fleet = FIXTURES / "fleet"
+    files = sorted(str(p) for p in fleet.glob("*.json"))
+    docs = [(f"fleet {Path(f).name}", _json_run(["fleet", "--snapshots", f])) for f in files]
+    docs.append(("fleet all", _json_run(["fleet", "--snapshots", *files])))
+    docs.append(("fleet old", _json_run(["fleet", "--snapshots", "a100x8.json", "no_driver.json"])))
+    # FLEET- findings quote no torch or NCCL error text: predicts_also is always [].
+    empty = frozenset({"findings[].predicts_also[]"})
+    assert_documents_match("fleet", list(_schema_value("fleet", docs)), empty)
+    assert all(f["predicts_also"] == [] for _, d in docs for f in d["findings"])
 
 
 def _check_docs() -> Iterator[tuple[str, Any]]:

@@ -47,6 +47,11 @@ FORBIDDEN = {
         "gpudiag.model", "gpudiag.core", "gpudiag.launch", "gpudiag.render", "gpudiag.cli",
         "gpudiag.findings", "gpudiag.backends",
     ),
+    # A node's identity and network (schema 1.3): part of the model, which re-exports it.
+    "gpudiag.network": (
+        "gpudiag.model", "gpudiag.core", "gpudiag.launch", "gpudiag.render", "gpudiag.cli",
+        "gpudiag.findings", "gpudiag.backends",
+    ),
 }  # fmt: skip
 
 

@@ -292,6 +292,7 @@ def _register() -> None:
     from gpudiag.cli.check_cmd import check
     from gpudiag.cli.docs_cmd import docs
     from gpudiag.cli.explain_cmd import explain
+    from gpudiag.cli.fleet_cmd import fleet
     from gpudiag.cli.lint_cmd import lint
     from gpudiag.cli.list_cmd import list_cmd
     from gpudiag.cli.probe_cmd import probe
@@ -306,6 +307,7 @@ def _register() -> None:
     main.add_command(lint)
     main.add_command(docs)
     main.add_command(topo)
+    main.add_command(fleet)
     for command in main.commands.values():
         _name_envvars(command)
 

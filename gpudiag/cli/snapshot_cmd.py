@@ -16,7 +16,7 @@ Examples:
   gpudiag check --snapshot node17.json --visible 1,2 --device-ids 0,1
 
 \b
-The document's "schema" field names its format (gpudiag-snapshot/1.2,
+The document's "schema" field names its format (gpudiag-snapshot/1.3,
 described by `gpudiag docs snapshot`). The capture records
 CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER, and the CUDA driver's own
 enumeration order (cuda_order) when a driver is present. Unlike list and
@@ -52,6 +52,13 @@ def snapshot(output: str | None, no_torch: bool, redact: bool = False) -> None:
     from gpudiag.snapshot import dump_snapshot, redact_snapshot
 
     captured = collect_snapshot(with_torch=not no_torch)
+    import os
+
+    from gpudiag.snapshot.override import ENV, apply_override
+
+    if os.environ.get(ENV):
+        # Emulated nodes and tests (docs/snapshot.md): recorded in sources.override.
+        captured = apply_override(captured, os.environ[ENV])
     text = dump_snapshot(redact_snapshot(captured) if redact else captured)
     if output is None:
         click.echo(text, nl=False)

@@ -27,6 +27,7 @@ from gpudiag.core.ddp import has_launcher_env
 from gpudiag.core.health import health_findings
 from gpudiag.core.host import kineto_findings, with_host_findings
 from gpudiag.core.launch_rules import deepspeed_findings
+from gpudiag.core.network import network_findings
 from gpudiag.core.precision import precision_findings
 from gpudiag.core.prelaunch import ddp_findings
 from gpudiag.core.rank_devices import set_device_roles
@@ -254,6 +255,8 @@ def run_check(
             port_prober=port_prober,
             launcher=launcher,
         )
+        # The network NCCL and the rendezvous will use (issue 19): only for a DDP job.
+        findings += network_findings(snapshot, env, nproc_per_node=nproc_per_node)
     checks.append("health")
     findings += health_findings(snapshot, resolution, amp=r.amp)
     findings += precision_findings(

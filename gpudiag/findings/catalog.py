@@ -294,6 +294,43 @@ _TOPOLOGY: _Rows = (
     ),
 )
 
+_FLEET: _Rows = (
+    ("FLEET-NODE-NO-ANSWER", "error", "a node gave no snapshot within the timeout"),
+    ("FLEET-DUPLICATE-HOSTNAME", "error", "two nodes share one host name"),
+    ("FLEET-DUPLICATE-BOOT-ID", "error", "one machine was captured twice (one boot id)"),
+    ("FLEET-DRIVER-SKEW", "warning", "the NVIDIA driver or its CUDA version differs between nodes"),
+    ("FLEET-TORCH-SKEW", "error", "torch or its CUDA build differs between nodes"),
+    ("FLEET-NCCL-SKEW", "error", "the NCCL version differs between nodes"),
+    ("FLEET-IMAGE-SKEW", "warning", "the operating system or container image differs"),
+    ("FLEET-GPU-COUNT", "error", "some nodes have fewer (or more) GPUs than the others"),
+    ("FLEET-GPU-MODEL", "warning", "the GPU model differs between nodes"),
+    ("FLEET-ENV-SKEW", "warning", "an NCCL or rendezvous variable differs between nodes"),
+    ("FLEET-GPU-LOST", "error", "a GPU fell off the bus on some nodes"),
+    ("FLEET-GPU-ECC", "error", "uncorrectable ECC errors on some nodes' GPUs"),
+    ("FLEET-GPU-MIG", "warning", "MIG is enabled on some nodes' GPUs"),
+    ("FLEET-GPU-COMPUTE-MODE", "warning", "a GPU compute mode other than Default on some nodes"),
+    (
+        "FLEET-IFNAME-MISSING",
+        "error",
+        "NCCL_SOCKET_IFNAME matches no interface on some nodes",
+    ),
+    ("FLEET-NO-IPV4", "error", "a node has no IPv4 interface but loopback for NCCL"),
+    ("FLEET-MASTER-ADDR", "error", "MASTER_ADDR is loopback or unresolved on some nodes"),
+    ("FLEET-IB-PARTIAL", "warning", "InfiniBand/RoCE is active on some nodes but not others"),
+    ("FLEET-NODE-FACTS-MISSING", "info", "a snapshot older than 1.3 lacks the node facts"),
+)
+
+_NETWORK: _Rows = (
+    ("NET-IFNAME-MISSING", "error", "NCCL_SOCKET_IFNAME matches no interface on this node"),
+    ("NET-LOOPBACK-MULTINODE", "error", "a multi-node launch where NCCL can use only loopback"),
+    (
+        "NET-MASTER-ADDR-LOOPBACK",
+        "error|warning",
+        "a multi-node launch with MASTER_ADDR on loopback",
+    ),
+    ("NET-MASTER-ADDR-UNRESOLVED", "error", "MASTER_ADDR does not resolve on this node"),
+)
+
 _CHECK: _Rows = (
     ("CHECK-EXPECT-GPUS", "error", "the number of visible GPUs differs from --expect-gpus"),
     ("CHECK-NO-GPU", "error", "no CUDA device is visible to the job, and nothing else says why"),
@@ -411,6 +448,8 @@ _DECLARED: tuple[tuple[str, str, _Rows], ...] = (
         "between the GPUs and around them: P2P, IOMMU/ACS, NVLink, PCIe, NUMA, containers (TOPO-)",
         _TOPOLOGY,
     ),
+    ("fleet", "between the nodes of one allocation: gpudiag fleet (FLEET-)", _FLEET),
+    ("network", "the network NCCL and the rendezvous use on this node (NET-)", _NETWORK),
     ("check", "the check itself (CHECK-)", _CHECK),
     ("api", "the Python API, gpudiag.guard() (API-)", _API),
     ("lint", "training scripts read by gpudiag lint (LINT-)", _LINT),

@@ -31,6 +31,7 @@ from gpudiag.snapshot.fields import (
     _str_list,
     _type_name,
 )
+from gpudiag.snapshot.node_json import node_from_json
 from gpudiag.snapshot.read_links import (
     int_list,
     nvlinks_from_json,
@@ -293,4 +294,5 @@ def snapshot_from_json(data: object) -> Snapshot:
         created_utc=_opt(d, "created_utc", str, "snapshot"),
         host=host_from_json(d.get("host")),
         gpu_pairs=pairs_from_json(d.get("gpu_pairs"), set(indices)),
+        node=node_from_json(d.get("node")),
     )

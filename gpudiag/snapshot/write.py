@@ -15,6 +15,7 @@ from gpudiag.model import (
     Snapshot,
     TorchInfo,
 )
+from gpudiag.snapshot.node_json import node_to_json
 
 
 def _nvlinks_to_json(links: tuple[NvLink, ...] | None) -> list[dict[str, Any]] | None:
@@ -204,6 +205,7 @@ def snapshot_to_json(snap: Snapshot) -> dict[str, Any]:
         "gputil": gputil_to_json(snap.gputil),
         "host": host_to_json(snap.host),
         "gpu_pairs": None if snap.gpu_pairs is None else [pair_to_json(p) for p in snap.gpu_pairs],
+        "node": node_to_json(snap.node),
     }
 
 

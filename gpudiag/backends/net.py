@@ -1,0 +1,271 @@
+"""A node's identity and network facts (snapshot ``node``, schema 1.3; issue 19).
+
+Stdlib only, no child process, and every fact collected on its own: an unreadable
+file or a failing call leaves that fact None and the others stand.
+
+Sources:
+
+* interfaces: ``/sys/class/net/<if>/{operstate,flags}`` (Linux ABI
+  ``sysfs-class-net``; ``IFF_LOOPBACK`` is 0x8 in ``<linux/if.h>``) and each
+  interface's IPv4 address from ``SIOCGIFADDR``/``SIOCGIFNETMASK`` (netdevice(7)),
+  the ioctls ``ifconfig`` uses; NCCL's socket transport picks among these
+  (NCCL environment variables: ``NCCL_SOCKET_IFNAME``);
+* RDMA ports: ``/sys/class/infiniband/<dev>/ports/<n>/{state,link_layer}``
+  (Linux ABI ``sysfs-class-infiniband``; ``link_layer`` ``Ethernet`` is RoCE);
+* ``/proc/sys/kernel/random/boot_id`` (random(4): a new UUID per boot);
+* ``PRETTY_NAME`` of ``/etc/os-release`` (os-release(5));
+* ``MASTER_ADDR`` through ``getaddrinfo``, bounded by a timeout in a daemon thread
+  (a resolver can take the full ``resolv.conf`` timeout per server);
+* the NCCL torch loads: pip's torch CUDA wheels depend on ``nvidia-nccl-cu12``
+  (``nvidia-nccl-cu11``/``-cu13``), installed beside torch, and load its
+  ``libnccl.so.2``; torch's own metadata pins that version
+  (``Requires-Dist: nvidia-nccl-cu12==2.21.5``).
+  Builds that link NCCL statically (conda, source builds) leave it None.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from gpudiag.model import IbPort, NetInterface, NodeInfo
+
+#: Variables recorded in ``node.nccl_env`` when set: the NCCL transport's, Gloo's,
+#: and the rendezvous' (torch.distributed's env:// init method).
+NODE_ENV_PREFIXES = ("NCCL_",)
+NODE_ENV = (
+    "GLOO_SOCKET_IFNAME",
+    "TP_SOCKET_IFNAME",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "UCX_NET_DEVICES",
+)
+#: At most this many interfaces / RDMA ports are recorded (a host with thousands of
+#: veth pairs must not make a snapshot large).
+MAX_INTERFACES = 256
+MAX_IB_PORTS = 64
+_IFF_LOOPBACK = 0x8
+_SIOCGIFADDR = 0x8915
+_SIOCGIFNETMASK = 0x891B
+RESOLVE_TIMEOUT_S = 2.0
+
+Resolver = Callable[[str], tuple[str, ...]]
+AddrReader = Callable[[str], tuple[str, ...] | None]
+
+
+def _read(path: Path, limit: int = 4096) -> str | None:
+    try:
+        with path.open("rb") as fh:
+            return fh.read(limit).decode("utf-8", errors="replace").strip()
+    except (OSError, ValueError):
+        return None
+
+
+def ipv4_of(name: str) -> tuple[str, ...] | None:
+    """The interface's IPv4 address as ``a.b.c.d/prefix``; ``()`` none; None unreadable."""
+    try:
+        import fcntl
+        import socket
+        import struct
+    except ImportError:  # pragma: no cover - not POSIX
+        return None
+    packed = struct.pack("256s", name.encode()[:15])
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            try:
+                addr = fcntl.ioctl(sock.fileno(), _SIOCGIFADDR, packed)[20:24]
+            except OSError as exc:
+                # EADDRNOTAVAIL: the interface has no IPv4 address.
+                return () if exc.errno == 99 else None
+            mask = fcntl.ioctl(sock.fileno(), _SIOCGIFNETMASK, packed)[20:24]
+    except OSError:
+        return None
+    prefix = bin(int.from_bytes(mask, "big")).count("1")
+    return (f"{socket.inet_ntoa(addr)}/{prefix}",)
+
+
+def interfaces(root: Path, addr_reader: AddrReader = ipv4_of) -> tuple[NetInterface, ...] | None:
+    """``/sys/class/net``'s interfaces, sorted; None when it cannot be listed."""
+    base = root / "sys" / "class" / "net"
+    try:
+        names = sorted(e.name for e in base.iterdir())
+    except (OSError, ValueError):
+        return None
+    out = []
+    for name in names[:MAX_INTERFACES]:
+        flags = _read(base / name / "flags")
+        try:
+            loopback: bool | None = bool(int(flags, 16) & _IFF_LOOPBACK) if flags else None
+        except ValueError:
+            loopback = None
+        out.append(
+            NetInterface(
+                name=name,
+                operstate=_read(base / name / "operstate"),
+                loopback=loopback,
+                ipv4=addr_reader(name),
+            )
+        )
+    return tuple(out)
+
+
+def ib_ports(root: Path) -> tuple[IbPort, ...] | None:
+    """``/sys/class/infiniband``'s ports; ``()`` when absent (no RDMA driver)."""
+    base = root / "sys" / "class" / "infiniband"
+    if not base.exists():
+        return ()
+    try:
+        devices = sorted(e.name for e in base.iterdir())
+    except (OSError, ValueError):
+        return None
+    out: list[IbPort] = []
+    for device in devices:
+        try:
+            ports = sorted(
+                (e.name for e in (base / device / "ports").iterdir() if e.name.isdigit()),
+                key=int,
+            )
+        except (OSError, ValueError):
+            continue
+        for port in ports:
+            if len(out) >= MAX_IB_PORTS:
+                return tuple(out)
+            state = _read(base / device / "ports" / port / "state")
+            out.append(
+                IbPort(
+                    device=device,
+                    port=int(port),
+                    # "4: ACTIVE" -> "ACTIVE"
+                    state=state.partition(":")[2].strip() or state if state else None,
+                    link_layer=_read(base / device / "ports" / port / "link_layer"),
+                )
+            )
+    return tuple(out)
+
+
+def os_name(root: Path) -> str | None:
+    """``PRETTY_NAME`` of ``/etc/os-release`` (or ``/usr/lib/os-release``)."""
+    for rel in ("etc/os-release", "usr/lib/os-release"):
+        text = _read(root / rel, 16384)
+        if text is None:
+            continue
+        match = re.search(r"^PRETTY_NAME=(.*)$", text, re.M)
+        if match:
+            return match.group(1).strip().strip("\"'") or None
+    return None
+
+
+def node_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The NCCL, Gloo and rendezvous variables that are set, sorted by name."""
+    return {
+        k: env[k]
+        for k in sorted(env)
+        if k in NODE_ENV or any(k.startswith(p) for p in NODE_ENV_PREFIXES)
+    }
+
+
+def getaddrinfo_ips(host: str) -> tuple[str, ...]:
+    """The distinct addresses ``getaddrinfo`` gives for ``host``, in its order."""
+    import socket
+
+    seen: dict[str, None] = {}
+    for info in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM):
+        seen[str(info[4][0])] = None
+    return tuple(seen)
+
+
+def resolve(
+    host: str, resolver: Resolver = getaddrinfo_ips, timeout_s: float = RESOLVE_TIMEOUT_S
+) -> tuple[tuple[str, ...] | None, str | None]:
+    """(addresses, None) or (None, why), never waiting more than ``timeout_s``."""
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["ips"] = resolver(host)
+        except (OSError, UnicodeError, ValueError) as exc:
+            box["error"] = str(exc) or type(exc).__name__
+
+    thread = threading.Thread(target=run, daemon=True, name="gpudiag-resolve")
+    thread.start()
+    thread.join(timeout_s)
+    if "ips" in box:
+        return box["ips"], None
+    return None, box.get("error", f"no answer within {timeout_s:g} s")
+
+
+def _torch_site() -> Path | None:
+    """The folder torch is installed in (its package's parent), found, not imported."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):
+        return None
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    return Path(locations[0]).parent if locations else None
+
+
+def nccl_version(site: Path | None = None) -> tuple[str | None, str | None]:
+    """(version, source): the ``nvidia-nccl-cu*`` wheel beside torch, else torch's pin.
+
+    Read from the ``*.dist-info`` folders' names and torch's ``METADATA`` (a few file
+    reads: ``importlib.metadata`` would scan every installed distribution, 50 ms here).
+    """
+    site = site if site is not None else _torch_site()
+    if site is None:
+        return None, None
+    try:
+        infos = sorted(p.name for p in site.glob("*.dist-info"))
+    except OSError:
+        return None, None
+    for name in infos:
+        match = re.fullmatch(r"nvidia_nccl_(cu\d+)-([0-9][^-]*)\.dist-info", name)
+        if match:
+            return match.group(2), f"nvidia-nccl-{match.group(1)} (installed)"
+    for name in infos:
+        if re.fullmatch(r"torch-[0-9][^-]*\.dist-info", name):
+            text = _read(site / name / "METADATA", 1 << 20) or ""
+            pin = re.search(
+                r"^Requires-Dist:\s*(nvidia-nccl-cu\d+)\s*==\s*([0-9][0-9A-Za-z.+]*)", text, re.M
+            )
+            if pin:
+                return pin.group(2), f"torch requires {pin.group(1)} (not installed)"
+    return None, None
+
+
+def collect_node(
+    root: str | Path = "/",
+    env: Mapping[str, str] | None = None,
+    *,
+    addr_reader: AddrReader = ipv4_of,
+    resolver: Resolver = getaddrinfo_ips,
+    nccl: Callable[[], tuple[str | None, str | None]] = nccl_version,
+) -> NodeInfo:
+    """The node facts of this machine (or of a fake tree under ``root``)."""
+    base = Path(root)
+    recorded = node_env(os.environ if env is None else env)
+    ips: tuple[str, ...] | None = None
+    error: str | None = None
+    master = recorded.get("MASTER_ADDR")
+    if master:
+        ips, error = resolve(master, resolver)
+    version, source = nccl()
+    boot = _read(base / "proc" / "sys" / "kernel" / "random" / "boot_id")
+    return NodeInfo(
+        boot_id=boot or None,
+        os_name=os_name(base),
+        interfaces=interfaces(base, addr_reader),
+        ib_ports=ib_ports(base),
+        nccl_env=recorded,
+        master_addr_ips=ips,
+        master_addr_error=error,
+        nccl_version=version,
+        nccl_source=source,
+    )

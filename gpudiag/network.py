@@ -1,0 +1,86 @@
+"""The model of a node's identity and network (schema 1.3, ``node``).
+
+What NCCL and torch's rendezvous need from a node, recorded so that the nodes of
+one allocation can be compared (``gpudiag fleet``, issue 19): the interfaces NCCL
+may pick (NCCL's ``NCCL_SOCKET_IFNAME``), the InfiniBand/RoCE ports its IB
+transport uses, the boot id that tells two machines with one hostname apart, how
+``MASTER_ADDR`` resolves here, and the NCCL version torch would load. ``None``
+always means "could not collect". Part of the model, which re-exports it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class NetInterface:
+    """One network interface of ``/sys/class/net``.
+
+    Attributes:
+        name: the interface name (``eth0``, ``ib0``, ``lo``).
+        operstate: ``/sys/class/net/<name>/operstate`` (``up``, ``down``, ``unknown``…).
+        loopback: the ``IFF_LOOPBACK`` flag of ``/sys/class/net/<name>/flags``.
+        ipv4: the interface's IPv4 address with its prefix length (``10.0.0.5/24``), as
+            ``SIOCGIFADDR``/``SIOCGIFNETMASK`` report it; ``()`` none; None unread.
+    """
+
+    name: str
+    operstate: str | None = None
+    loopback: bool | None = None
+    ipv4: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class IbPort:
+    """One port of an RDMA device of ``/sys/class/infiniband`` (InfiniBand or RoCE).
+
+    Attributes:
+        device: the device (``mlx5_0``).
+        port: the port number (1-based, as the kernel numbers them).
+        state: ``ACTIVE``, ``DOWN``, ``INIT``… (``/ports/<n>/state`` without its number).
+        link_layer: ``InfiniBand``, or ``Ethernet`` for RoCE (``/ports/<n>/link_layer``).
+    """
+
+    device: str
+    port: int
+    state: str | None = None
+    link_layer: str | None = None
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """Who this node is and how it reaches the others (snapshot ``node``, since 1.3).
+
+    Attributes:
+        boot_id: ``/proc/sys/kernel/random/boot_id``: new at every boot, so two
+            snapshots with one boot id come from one running machine.
+        os_name: ``PRETTY_NAME`` of ``/etc/os-release`` (the container image's, in one).
+        interfaces: ``/sys/class/net``'s interfaces, sorted by name.
+        ib_ports: ``/sys/class/infiniband``'s ports; ``()`` when the class is empty or
+            absent (no RDMA driver loaded).
+        nccl_env: the NCCL, Gloo and rendezvous variables that are set (``NCCL_*``,
+            ``GLOO_SOCKET_IFNAME``, ``MASTER_ADDR``, ``MASTER_PORT``, ``WORLD_SIZE``…).
+        master_addr_ips: the IPv4/IPv6 addresses ``MASTER_ADDR`` resolves to here
+            (``getaddrinfo``); None when unset or unresolved (``master_addr_error``).
+        master_addr_error: why ``MASTER_ADDR`` did not resolve.
+        nccl_version: the NCCL version torch would load, from the installed
+            ``nvidia-nccl-cu*`` wheel or torch's pinned requirement on it.
+        nccl_source: where ``nccl_version`` was read.
+    """
+
+    boot_id: str | None = None
+    os_name: str | None = None
+    interfaces: tuple[NetInterface, ...] | None = None
+    ib_ports: tuple[IbPort, ...] | None = None
+    nccl_env: Mapping[str, str] = field(default_factory=dict, hash=False)
+    master_addr_ips: tuple[str, ...] | None = None
+    master_addr_error: str | None = None
+    nccl_version: str | None = None
+    nccl_source: str | None = None
+
+    @property
+    def master_addr(self) -> str | None:
+        """The recorded ``MASTER_ADDR`` (None when unset)."""
+        return self.nccl_env.get("MASTER_ADDR")
