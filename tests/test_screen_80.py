@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from gpudiag.cli import main
 
 FIXTURES = sorted(str(p) for p in (Path(__file__).parent / "fixtures").glob("*.json"))
-COMMANDS = ["list", "check", "probe", "lint", "explain", "snapshot", "docs", "topo"]
+COMMANDS = ["list", "check", "probe", "lint", "explain", "snapshot", "docs", "topo", "fleet"]
 
 
 def _too_wide(args: list[str], width: int) -> list[str]:

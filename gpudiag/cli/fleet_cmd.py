@@ -15,20 +15,21 @@ from gpudiag.cli.options import json_option
     "fleet",
     epilog="""\b
 Examples:
-  gpudiag fleet                                  # inside salloc/sbatch: one snapshot per node
-  gpudiag fleet --timeout 60 --json              # the same, as JSON
-  gpudiag fleet --snapshots n1.json n2.json      # snapshots taken any other way
-  srun --ntasks-per-node=1 --output=snap-%N.json gpudiag snapshot   # then:
+  gpudiag fleet                        # in salloc/sbatch: a snapshot per node
+  gpudiag fleet --timeout 60 --json    # the same, as JSON
+  gpudiag fleet --snapshots n1.json n2.json   # snapshots taken another way
+  srun --ntasks-per-node=1 --output=snap-%N.json gpudiag snapshot  # then:
   gpudiag fleet --snapshots snap-*.json
 
 \b
-Inside a Slurm allocation (SLURM_JOB_ID set) gpudiag runs `srun --ntasks-per-node=1
---nodes=$SLURM_JOB_NUM_NODES python -m gpudiag snapshot` (never ssh); with --mpi N,
-`mpiexec -n N --map-by ppr:1:node` (Open MPI) with one rank per node. A
-node that does not answer within --timeout is named (FLEET-NODE-NO-ANSWER). One row
-per node, then FLEET- findings naming the odd node(s) and the fact that differs
-(`gpudiag explain FLEET-GPU-COUNT`). Exit status: 0 no errors, 1 errors found, 2 bad
-input (an unreadable snapshot, no allocation to run in).""",
+Inside a Slurm allocation (SLURM_JOB_ID set) gpudiag runs `srun
+--ntasks-per-node=1 --nodes=$SLURM_JOB_NUM_NODES python -m gpudiag snapshot`
+(never ssh); with --mpi N, `mpiexec -n N --map-by ppr:1:node` (Open MPI) with
+one rank per node. A node that does not answer within --timeout is named
+(FLEET-NODE-NO-ANSWER). One row per node, then FLEET- findings naming the odd
+node(s) and the fact that differs (`gpudiag explain FLEET-GPU-COUNT`). Exit
+status: 0 no errors, 1 errors found, 2 bad input (an unreadable snapshot, no
+allocation to run in).""",
 )
 @click.option(
     "--snapshots",
