@@ -54,3 +54,25 @@ def test_help_fits_80_columns(args: list[str]) -> None:
 )
 def test_explain_and_docs_listing_fit_80_columns(args: list[str]) -> None:
     assert _too_wide(args, 80) == []
+
+
+@pytest.mark.parametrize("which", ["single", "ddp"])
+def test_probe_verbose_fits_80_columns(which: str, tmp_path: Path) -> None:
+    # issue 20: probe -v printed 125-219-column lines (checks' rules, ranks, notes).
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUDIAG_", "SLURM_"))}
+    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+                "MASTER_PORT", "TORCHELASTIC_RUN_ID"):  # fmt: skip
+        env.pop(var, None)
+    env |= {"COLUMNS": "80", "TMPDIR": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-m", "gpudiag", "probe", which, "--device", "cpu", "-v"],
+        env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "CHECK" in done.stdout  # the verbose tables are there
+    wide = [line for line in (done.stdout + done.stderr).splitlines() if len(line) > 80]
+    assert wide == []
