@@ -262,3 +262,38 @@ def test_plans_hand_out_no_gpu_when_torch_sees_none(tmp_path: Path) -> None:
     assert "physical GPU" not in found["DP-DEVICES"]["message"]
     assert found["DP-DEVICES"]["message"].startswith("DataParallel gets no GPU")
     assert found["DDP-PLAN"]["message"].startswith("No rank gets a GPU")
+
+
+_PER_TASK = {  # srun --ntasks-per-node=8 --gpus-per-task=1: this is task 1's view
+    "SLURM_JOB_ID": "5", "SLURM_STEP_ID": "0", "SLURM_PROCID": "1", "SLURM_NTASKS": "8",
+    "SLURM_LOCALID": "1", "SLURM_NODEID": "0", "SLURM_NTASKS_PER_NODE": "8",
+    "SLURM_GPUS_PER_TASK": "1", "SLURM_STEP_GPUS": "0,1,2,3,4,5,6,7",
+}  # fmt: skip
+
+
+def test_slurm_per_task_binding_is_understood(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 19: DDP-TOO-MANY-RANKS (an error) contradicted DDP-LOCAL-RANK-INVALID's
+    # "each task has its own GPU", and VIS-SLURM-MISMATCH said not to override
+    # CUDA_VISIBLE_DEVICES that Slurm itself set to the task's GPU.
+    for var, value in _PER_TASK.items():
+        monkeypatch.setenv(var, value)
+    codes = findings(run("a100x8", "--visible", "1", "--backend", "nccl")[1])
+    assert "DDP-TOO-MANY-RANKS" not in codes and "VIS-SLURM-MISMATCH" not in codes
+    assert "each task its own GPU" in codes["DDP-LOCAL-RANK-INVALID"]["message"]
+    # Without per-task binding the same counts are too many ranks for one GPU.
+    monkeypatch.delenv("SLURM_GPUS_PER_TASK")
+    codes = findings(run("a100x8", "--visible", "1", "--backend", "nccl")[1])
+    assert "DDP-TOO-MANY-RANKS" in codes and "VIS-SLURM-MISMATCH" in codes
+
+
+def test_launcher_env_missing_is_info_unless_torch_rendezvous_is_said(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for var, value in (("OMPI_COMM_WORLD_RANK", "0"), ("OMPI_COMM_WORLD_SIZE", "2"),
+                       ("OMPI_COMM_WORLD_LOCAL_RANK", "0"),
+                       ("OMPI_COMM_WORLD_LOCAL_SIZE", "2")):  # fmt: skip
+        monkeypatch.setenv(var, value)
+    code, doc = run("a100x8")
+    assert code == 0 and findings(doc)["DDP-LAUNCHER-ENV-MISSING"]["severity"] == "info"
+    code, doc = run("a100x8", "--backend", "nccl")  # a DDP option: torch's rendezvous
+    assert code == 1 and findings(doc)["DDP-LAUNCHER-ENV-MISSING"]["severity"] == "error"

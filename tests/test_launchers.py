@@ -260,19 +260,24 @@ def test_deepspeed_launch_is_clean() -> None:
 
 
 def test_mpi_without_rendezvous_variables() -> None:
-    out = _check({**OPENMPI, "OMPI_COMM_WORLD_LOCAL_SIZE": "2", "OMPI_COMM_WORLD_SIZE": "2"})
+    mpi = {**OPENMPI, "OMPI_COMM_WORLD_LOCAL_SIZE": "2", "OMPI_COMM_WORLD_SIZE": "2"}
+    # A job that says it uses torch's rendezvous (a DDP option): an error.
+    out = _check(mpi, backend="nccl")
     missing = next(f for f in out["findings"] if f.code == "DDP-LAUNCHER-ENV-MISSING")
     assert missing.severity == "error"
     assert "MASTER_ADDR, MASTER_PORT" in missing.message
     assert "mpirun -x MASTER_ADDR" in (missing.fix or "")
     assert missing.predicts is not None and "variable RANK expected" in missing.predicts
+    # One that does not (Horovod, nccl-tests under mpirun): info (issue 19).
+    quiet = next(f for f in _check(mpi)["findings"] if f.code == "DDP-LAUNCHER-ENV-MISSING")
+    assert quiet.severity == "info" and quiet.message.startswith("If the job uses torch's")
     # With MASTER_* exported but RANK/WORLD_SIZE not mapped: a warning, not an error.
     env = {
         **MPICH,
         "MASTER_ADDR": "h",
         "MASTER_PORT": "29500",
     }
-    out = _check(env)
+    out = _check(env, backend="nccl")
     missing = next(f for f in out["findings"] if f.code == "DDP-LAUNCHER-ENV-MISSING")
     assert missing.severity == "warning" and "PMI_RANK" in (missing.fix or "")
     # Everything mapped: no rendezvous finding, and the plan is shown.

@@ -282,3 +282,18 @@ def test_check_inside_accelerate(tmp_path: Path) -> None:
         named = [f for f in doc["findings"] if f["code"] == "DDP-LAUNCHER"]
         assert named and named[0]["message"].startswith("Launched by accelerate launch")
         assert any(f["code"] == "DDP-TOO-MANY-RANKS" for f in doc["findings"])
+
+
+@pytest.mark.parametrize("mpi", ["openmpi", "mpich"])
+def test_mpiexec_check_for_a_horovod_style_job_exits_0(tmp_path: Path, mpi: str) -> None:
+    # Issue 19: a job that never reads torch's RANK/MASTER_ADDR (Horovod, nccl-tests)
+    # got DDP-LAUNCHER-ENV-MISSING as an error, so `mpirun -n 2 gpudiag check` exited 1.
+    extra = ["--oversubscribe"] if mpi == "openmpi" else []
+    argv = [_mpiexec(mpi), *extra, "-n", "2", str(BIN / "gpudiag"), "check",
+            "--snapshot", str(fixture_path("a100x8")), "-q"]  # fmt: skip
+    proc = _run(argv, _env(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("0 errors") == 2
+    # Saying the job uses torch's rendezvous (a DDP option) keeps the error.
+    proc = _run([*argv, "--backend", "nccl"], _env(tmp_path))
+    assert proc.returncode == 1, proc.stdout + proc.stderr

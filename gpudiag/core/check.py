@@ -266,6 +266,8 @@ def run_check(
 
     if any(f.code == "INV-TORCH-SEES-NONE" and f.severity == "error" for f in findings):
         findings = [_plan_without_gpus(f) for f in findings]
+    if not _uses_env_rendezvous(r) and "RANK" not in env:
+        findings = [_launcher_env_for_other_jobs(f) for f in findings]
     if _cpu_job(r) and hides_every_gpu_on_purpose(resolution.spec):
         findings = [_cpu_job_no_devices(f) if f.code == "VIS-NO-DEVICES" else f for f in findings]
     if (
@@ -315,6 +317,39 @@ def _plan_without_gpus(finding: Finding) -> Finding:
     else:
         return finding
     return Finding(code=finding.code, severity=finding.severity, message=message)
+
+
+def _uses_env_rendezvous(r: CheckRequest) -> bool:
+    """The request says the job uses torch's env:// rendezvous: a DDP option,
+    ``--launched``, or what the script reads (issue 19)."""
+    return bool(
+        r.launched
+        or r.script_reads
+        or r.init_rank_args
+        or r.nproc_per_node is not None
+        or r.backend is not None
+        or r.ddp_devices is not None
+        or r.set_device_per_rank is not None
+    )
+
+
+def _launcher_env_for_other_jobs(finding: Finding) -> Finding:
+    """DDP-LAUNCHER-ENV-MISSING inside mpirun (or srun) for a job that never said it
+    uses torch's rendezvous: Horovod, nccl-tests and NCCL-through-pybind jobs read
+    their launcher's own variables, so ``mpirun -n 2 gpudiag check`` failed on them
+    (issue 19). It stays, as info, for a torch job to read."""
+    if finding.code != "DDP-LAUNCHER-ENV-MISSING" or finding.severity == "info":
+        return finding
+    return Finding(
+        code=finding.code,
+        severity="info",
+        message="If the job uses torch's env:// rendezvous (init_process_group): "
+        + finding.message[:1].lower()
+        + finding.message[1:],
+        fix=finding.fix,
+        predicts=finding.predicts,
+        subject=finding.subject,
+    )
 
 
 def _cpu_job(r: CheckRequest) -> bool:

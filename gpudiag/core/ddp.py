@@ -56,6 +56,7 @@ from gpudiag.core.launch_rules import (
     ranks_fix,
     rendezvous_findings,
 )
+from gpudiag.core.visibility.slurm import slurm_binds_per_task
 from gpudiag.errors import GpudiagInputError
 from gpudiag.findings.texts import NCCL_NO_GPU as NCCL_NO_GPU
 from gpudiag.findings.texts import NCCL_NOT_BUILT as NCCL_NOT_BUILT
@@ -179,7 +180,11 @@ def validate_ddp(
             )
         )
 
-    if n > 0 and nproc is not None and nproc > n:
+    # Under Slurm's per-task binding each task sees only its own GPUs: ranks per node
+    # above the visible count are expected (issue 19); a local rank past them is
+    # DDP-LOCAL-RANK-INVALID's to say, with the cuda:0 hint.
+    per_task = under_srun and slurm_binds_per_task(env)
+    if n > 0 and nproc is not None and nproc > n and not per_task:
         severity: Severity = "error" if effective_backend == "nccl" else "warning"
         out.append(
             Finding(

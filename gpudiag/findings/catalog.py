@@ -175,7 +175,7 @@ _DDP: _Rows = (
     ("DDP-LOCAL-RANK-INVALID", "error|warning", "LOCAL_RANK is not a visible device"),
     (
         "DDP-LAUNCHER-ENV-MISSING",
-        "error|warning",
+        "error|warning|info",
         "RANK, WORLD_SIZE, MASTER_ADDR or MASTER_PORT missing",
     ),
     ("DDP-NOT-LAUNCHED", "info", "no launcher variables: not running under torchrun or Slurm yet"),

@@ -10,6 +10,16 @@ from gpudiag.model import Finding, Resolution, Snapshot, short_uuid
 from gpudiag.parsing import int_or_none
 
 
+def slurm_binds_per_task(env: Mapping[str, str]) -> bool:
+    """Slurm gives each task its own GPUs: ``--gpus-per-task`` or ``--gpu-bind``.
+
+    srun(1), OUTPUT ENVIRONMENT VARIABLES: ``SLURM_GPUS_PER_TASK`` is set only with
+    ``--gpus-per-task``, ``SLURM_GPU_BIND`` only with ``--gpu-bind``. Each task's
+    ``CUDA_VISIBLE_DEVICES`` is then its own share of the step's GPUs (issue 19).
+    """
+    return bool(env.get("SLURM_GPUS_PER_TASK", "").strip() or env.get("SLURM_GPU_BIND", "").strip())
+
+
 def slurm_findings(
     env: Mapping[str, str], resolution: Resolution, snapshot: Snapshot
 ) -> list[Finding]:
@@ -63,6 +73,9 @@ def slurm_findings(
                 )
             ]
     have = {d.nvml_index for d in exposed}
+    if slurm_binds_per_task(env) and (have <= wanted or (constrained and len(have) <= len(wanted))):
+        # Slurm set this task's share itself: not an override (issue 19's false alarm).
+        return []
     if constrained:
         if len(wanted) == len(have):
             return []
