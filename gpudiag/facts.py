@@ -9,20 +9,15 @@ from its files, and the CUDA driver is asked in a fresh child.
 
 from __future__ import annotations
 
-import enum
 import os
 from typing import Final
 
+from gpudiag.core.request import FROM_SNAPSHOT, _FromSnapshot
 from gpudiag.model import Gpu, Resolution, Snapshot
 
-
-class _FromMachine(enum.Enum):
-    TOKEN = "from-machine"
-
-
 #: The default of :func:`resolve`: the variable as the machine has it (the live
-#: environment, or the snapshot's recorded ``env``).
-FROM_MACHINE: Final = _FromMachine.TOKEN
+#: environment, or the snapshot's recorded ``env``); the sentinel ``check()`` uses.
+FROM_MACHINE: Final = FROM_SNAPSHOT
 
 _Source = str | os.PathLike[str] | Snapshot | None
 
@@ -58,8 +53,8 @@ def devices(snapshot: _Source = None) -> tuple[Gpu, ...]:
 
 
 def resolve(
-    cuda_visible_devices: str | _FromMachine | None = FROM_MACHINE,
-    cuda_device_order: str | _FromMachine | None = FROM_MACHINE,
+    cuda_visible_devices: str | _FromSnapshot | None = FROM_MACHINE,
+    cuda_device_order: str | _FromSnapshot | None = FROM_MACHINE,
     *,
     snapshot: _Source = None,
 ) -> Resolution:
@@ -89,12 +84,12 @@ def resolve(
     machine, live = _load(snapshot)
     spec = (
         machine.cuda_visible_devices
-        if isinstance(cuda_visible_devices, _FromMachine)
+        if isinstance(cuda_visible_devices, _FromSnapshot)
         else cuda_visible_devices
     )
     order = (
         machine.cuda_device_order
-        if isinstance(cuda_device_order, _FromMachine)
+        if isinstance(cuda_device_order, _FromSnapshot)
         else cuda_device_order
     )
     from gpudiag.core.visibility import resolve_checked
