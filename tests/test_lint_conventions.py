@@ -3,8 +3,13 @@ its own line only, and a code it names that is no lint code is reported."""
 
 from __future__ import annotations
 
-import pytest
+import json
+from pathlib import Path
 
+import pytest
+from click.testing import CliRunner
+
+from gpudiag.cli import main
 from gpudiag.lint import lint_source
 
 
@@ -76,3 +81,95 @@ def test_no_unknown_code_warning_for_a_bare_known_or_malformed_comment(comment: 
 def test_the_unknown_code_warning_can_itself_be_suppressed() -> None:
     text = "x = 1  # gpudiag: ignore[NOPE, LINT-IGNORE-UNKNOWN-CODE]\n"
     assert _found(text) == []
+
+
+# ---------------------------------------------------------------- --select / --ignore
+
+# three findings: LINT-AMP-DEPRECATED (warning), LINT-SAMPLER-SHUFFLE (error),
+# LINT-SCALER-FP16-PARAMS (error)
+_MIXED = """\
+import torch
+from torch.utils.data import DataLoader
+ds = sampler = opt = None
+model = torch.nn.Linear(1, 1).cuda().half()
+scaler = torch.cuda.amp.GradScaler()
+scaler.step(opt)
+loader = DataLoader(ds, sampler=sampler, shuffle=True)
+"""
+
+
+def _lint(tmp_path: Path, *args: str) -> tuple[int, list[str], str]:
+    script = tmp_path / "train.py"
+    script.write_text(_MIXED, encoding="utf-8")
+    result = CliRunner().invoke(main, ["lint", str(script), "--json", *args])
+    if result.exit_code == 2:
+        return 2, [], result.stderr
+    doc = json.loads(result.stdout)
+    return result.exit_code, sorted(f["code"] for f in doc["findings"]), result.stderr
+
+
+def test_without_select_every_finding_is_reported(tmp_path: Path) -> None:
+    code, found, _ = _lint(tmp_path)
+    assert code == 1
+    assert found == ["LINT-AMP-DEPRECATED", "LINT-SAMPLER-SHUFFLE", "LINT-SCALER-FP16-PARAMS"]
+
+
+@pytest.mark.parametrize(
+    ("args", "status", "codes"),
+    [
+        (["--select", "LINT-AMP-DEPRECATED"], 0, ["LINT-AMP-DEPRECATED"]),
+        (["--select", "lint-amp"], 0, ["LINT-AMP-DEPRECATED"]),
+        (
+            ["--select", "LINT-AMP,LINT-SAMPLER"],
+            1,
+            ["LINT-AMP-DEPRECATED", "LINT-SAMPLER-SHUFFLE"],
+        ),
+        (["--select", "LINT-AMP", "--select", "LINT-SCALER"], 1, None),
+        (["--ignore", "LINT-SAMPLER-SHUFFLE,LINT-SCALER"], 0, ["LINT-AMP-DEPRECATED"]),
+        (["--select", "LINT", "--ignore", "LINT-AMP"], 1, None),
+        (["--select", "LINT-SCALER", "--ignore", "LINT-SCALER-FP16-PARAMS"], 0, []),
+    ],
+)
+def test_select_and_ignore_keep_and_drop_codes_and_prefixes(
+    tmp_path: Path, args: list[str], status: int, codes: list[str] | None
+) -> None:
+    code, found, _ = _lint(tmp_path, *args)
+    expected = {
+        "LINT-AMP": ["LINT-AMP-DEPRECATED", "LINT-SCALER-FP16-PARAMS"],
+        "LINT": ["LINT-SAMPLER-SHUFFLE", "LINT-SCALER-FP16-PARAMS"],
+    }
+    if codes is None:
+        codes = expected[args[1]]
+    assert (code, found) == (status, codes)
+
+
+def test_ignored_findings_are_dropped_from_the_text_report(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(_MIXED, encoding="utf-8")
+    result = CliRunner().invoke(main, ["lint", str(script), "--ignore", "LINT-SCALER,LINT-SAMPLER"])
+    assert result.exit_code == 0
+    assert "LINT-AMP-DEPRECATED" in result.stdout
+    assert "LINT-SAMPLER-SHUFFLE" not in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "shown"),
+    [
+        ("--select", "LINT-AMP-DEPRECATD", "LINT-AMP-DEPRECATD"),
+        ("--ignore", "LINT-AM", "LINT-AM"),
+        ("--select", "LINT-AMP,NOPE", "NOPE"),
+        ("--ignore", "lint_amp", "LINT_AMP"),
+    ],
+)
+def test_an_unknown_code_or_prefix_is_one_line_and_exit_2(
+    tmp_path: Path, option: str, value: str, shown: str
+) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(_MIXED, encoding="utf-8")
+    result = CliRunner().invoke(main, ["lint", str(script), option, value])
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr.splitlines() == [
+        f"gpudiag: error: {option} {shown}: no such finding code or prefix "
+        "(`gpudiag explain` lists them)"
+    ]

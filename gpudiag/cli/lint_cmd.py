@@ -20,6 +20,7 @@ Examples:
                                        # set_device, backend, autocast dtype)
                                        # to `check` on this machine
   gpudiag lint train.py --check --snapshot node.json
+  gpudiag lint src/ --select LINT-AMP,LINT-DDP --ignore LINT-DDP-NO-SET-DEVICE
 
 \b
 The script is parsed, never imported or run. Silence one finding with a
@@ -52,6 +53,19 @@ parse is an error), or warnings with --strict; 2 bad input (a missing path)."""
 )
 @click.option("--strict", is_flag=True, default=False, help="Exit 1 on warnings too.")
 @click.option(
+    "--select",
+    metavar="CODE",
+    multiple=True,
+    help="Report only these codes or prefixes (repeatable, or comma-separated; e.g. LINT-AMP).",
+)
+@click.option(
+    "--ignore",
+    metavar="CODE",
+    multiple=True,
+    help="Drop these codes or prefixes (repeatable, or comma-separated; e.g. "
+    "LINT-SET-EPOCH-MISSING). Dropped findings do not count for the exit status.",
+)
+@click.option(
     "--explain", metavar="CODE", default=None, help="Print what a finding code means, and exit."
 )
 @json_option
@@ -60,6 +74,8 @@ def lint(
     against: bool,
     snapshot_path: str | None,
     strict: bool,
+    select: tuple[str, ...],
+    ignore: tuple[str, ...],
     explain: str | None,
     as_json: bool,
 ) -> None:
@@ -86,7 +102,11 @@ def lint(
         raise GpudiagInputError("--snapshot needs --check (lint alone does not read a machine)")
     from gpudiag.lint import lint_paths
     from gpudiag.lint.report import lint_json, render_lint
+    from gpudiag.lint.selection import parse_codes, selected
     from gpudiag.lint.source import collect_paths
+
+    selects = parse_codes("--select", select)
+    ignores = parse_codes("--ignore", ignore)
 
     # A missing path is bad input: exit 2 before any work. So is a run that would read
     # no file at all (issue 20: `lint empty/` said "OK", a wrong path passed the gate).
@@ -104,6 +124,7 @@ def lint(
         snapshot = load_machine(snapshot_path)
         driver = None if snapshot_path is not None else live_driver_asker(snapshot)
     report = lint_paths(paths, snapshot=snapshot, env=dict(os.environ), driver=driver)
+    report = selected(report, selects, ignores)
     if as_json:
         click.echo(lint_json(report))
     else:
