@@ -173,3 +173,84 @@ def test_an_unknown_code_or_prefix_is_one_line_and_exit_2(
         f"gpudiag: error: {option} {shown}: no such finding code or prefix "
         "(`gpudiag explain` lists them)"
     ]
+
+
+# ---------------------------------------------------------------- --output-format
+
+
+def test_output_format_json_is_the_json_document(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(_MIXED, encoding="utf-8")
+    old = CliRunner().invoke(main, ["lint", str(script), "--json"])
+    new = CliRunner().invoke(main, ["lint", str(script), "--output-format", "json"])
+    assert (new.exit_code, new.stdout) == (old.exit_code, old.stdout)
+    assert json.loads(new.stdout)["schema"] == "gpudiag-lint/1"
+
+
+def test_output_format_github_is_one_workflow_command_per_finding(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(_MIXED, encoding="utf-8")
+    result = CliRunner().invoke(main, ["lint", str(script), "--output-format", "github"])
+    assert result.exit_code == 1
+    path = str(script).replace("%", "%25").replace(":", "%3A").replace(",", "%2C")
+    lines = result.stdout.splitlines()
+    assert [line.split("::")[1] for line in lines] == [
+        f"error file={path},line=4,col=9,title=LINT-SCALER-FP16-PARAMS",
+        f"warning file={path},line=5,col=10,title=LINT-AMP-DEPRECATED",
+        f"error file={path},line=7,col=10,title=LINT-SAMPLER-SHUFFLE",
+    ]
+    assert lines[1].endswith(
+        "::torch.cuda.amp.GradScaler is deprecated since torch 2.4 and warns on every use."
+    )
+
+
+def test_github_format_says_notice_for_info(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text('import os\nimport torch\nos.environ["CUDA_VISIBLE_DEVICES"] = "1"\n')
+    result = CliRunner().invoke(main, ["lint", str(script), "--output-format", "github"])
+    assert result.exit_code == 0
+    assert result.stdout.startswith("::notice file=")
+    assert ",title=LINT-CVD-AFTER-IMPORT::" in result.stdout
+
+
+def test_github_format_escapes_the_path_properties(tmp_path: Path) -> None:
+    script = tmp_path / "a,b:c%d.py"
+    script.write_text(_MIXED, encoding="utf-8")
+    result = CliRunner().invoke(main, ["lint", str(script), "--output-format", "github"])
+    first = result.stdout.splitlines()[0]
+    assert "a%2Cb%3Ac%25d.py,line=4," in first
+    assert first.count("::") == 2
+
+
+def test_github_escapes_data_and_properties_as_the_actions_toolkit() -> None:
+    from gpudiag.lint.github import escape_data, escape_property
+
+    assert escape_data("50% a\r\nb: c, d") == "50%25 a%0D%0Ab: c, d"
+    assert escape_property("50% a\r\nb: c, d") == "50%25 a%0D%0Ab%3A c%2C d"
+    assert escape_data("\x1b[31m") == "\\x1b[31m"
+
+
+def test_github_format_with_no_finding_prints_nothing(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text("import torch\n", encoding="utf-8")
+    result = CliRunner().invoke(main, ["lint", str(script), "--output-format", "github"])
+    assert (result.exit_code, result.stdout) == (0, "")
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--output-format", "sarif-ish"], "'sarif-ish' is not one of 'text', 'json', 'github'"),
+        (["--json", "--output-format", "github"], "--json and --output-format github conflict"),
+    ],
+)
+def test_a_bad_output_format_is_one_line_and_exit_2(
+    tmp_path: Path, args: list[str], said: str
+) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(_MIXED, encoding="utf-8")
+    result = CliRunner().invoke(main, ["lint", str(script), *args])
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert len(result.stderr.splitlines()) == 1
+    assert said in result.stderr

@@ -15,6 +15,7 @@ Examples:
   gpudiag lint src/ scripts/train.py   # folders: every .py below them
   gpudiag lint train.py --strict       # exit 1 on warnings too (CI)
   gpudiag lint train.py --json         # one JSON document, like check --json
+  gpudiag lint . --output-format github  # annotations in GitHub Actions
   gpudiag lint train.py --check        # also feed the script's literals
                                        # (device_ids, CUDA_VISIBLE_DEVICES,
                                        # set_device, backend, autocast dtype)
@@ -68,6 +69,13 @@ parse is an error), or warnings with --strict; 2 bad input (a missing path)."""
 @click.option(
     "--explain", metavar="CODE", default=None, help="Print what a finding code means, and exit."
 )
+@click.option(
+    "--output-format",
+    "output_format",
+    type=click.Choice(["text", "json", "github"]),
+    default=None,
+    help="text (default), json (= --json) or github (one GitHub Actions annotation per finding).",
+)
 @json_option
 def lint(
     paths: tuple[str, ...],
@@ -77,6 +85,7 @@ def lint(
     select: tuple[str, ...],
     ignore: tuple[str, ...],
     explain: str | None,
+    output_format: str | None,
     as_json: bool,
 ) -> None:
     """Find GPU, DataParallel, DDP and AMP pitfalls in training scripts before they run.
@@ -100,6 +109,9 @@ def lint(
         raise GpudiagInputError("give at least one script or folder to lint")
     if snapshot_path is not None and not against:
         raise GpudiagInputError("--snapshot needs --check (lint alone does not read a machine)")
+    if as_json and output_format not in (None, "json"):
+        raise GpudiagInputError(f"--json and --output-format {output_format} conflict: give one")
+    form = "json" if as_json else (output_format or "text")
     from gpudiag.lint import lint_paths
     from gpudiag.lint.report import lint_json, render_lint
     from gpudiag.lint.selection import parse_codes, selected
@@ -125,8 +137,14 @@ def lint(
         driver = None if snapshot_path is not None else live_driver_asker(snapshot)
     report = lint_paths(paths, snapshot=snapshot, env=dict(os.environ), driver=driver)
     report = selected(report, selects, ignores)
-    if as_json:
+    if form == "json":
         click.echo(lint_json(report))
+    elif form == "github":
+        from gpudiag.lint.github import render_github
+
+        text = render_github(report)
+        if text:
+            click.echo(text)
     else:
         click.echo(render_lint(report, strict=strict))
     status = report.exit_code(strict=strict)
