@@ -15,11 +15,13 @@ Examples:
   gpudiag lint src/ scripts/train.py   # folders: every .py below them
   gpudiag lint train.py --strict       # exit 1 on warnings too (CI)
   gpudiag lint train.py --json         # one JSON document, like check --json
+  gpudiag lint . --output-format github  # annotations in GitHub Actions
   gpudiag lint train.py --check        # also feed the script's literals
                                        # (device_ids, CUDA_VISIBLE_DEVICES,
                                        # set_device, backend, autocast dtype)
                                        # to `check` on this machine
   gpudiag lint train.py --check --snapshot node.json
+  gpudiag lint src/ --select LINT-AMP,LINT-DDP --ignore LINT-DDP-NO-SET-DEVICE
 
 \b
 The script is parsed, never imported or run. Silence one finding with a
@@ -52,7 +54,27 @@ parse is an error), or warnings with --strict; 2 bad input (a missing path)."""
 )
 @click.option("--strict", is_flag=True, default=False, help="Exit 1 on warnings too.")
 @click.option(
+    "--select",
+    metavar="CODE",
+    multiple=True,
+    help="Report only these codes or prefixes (repeatable, or comma-separated; e.g. LINT-AMP).",
+)
+@click.option(
+    "--ignore",
+    metavar="CODE",
+    multiple=True,
+    help="Drop these codes or prefixes (repeatable, or comma-separated; e.g. "
+    "LINT-SET-EPOCH-MISSING). Dropped findings do not count for the exit status.",
+)
+@click.option(
     "--explain", metavar="CODE", default=None, help="Print what a finding code means, and exit."
+)
+@click.option(
+    "--output-format",
+    "output_format",
+    type=click.Choice(["text", "json", "github"]),
+    default=None,
+    help="text (default), json (= --json) or github (one GitHub Actions annotation per finding).",
 )
 @json_option
 def lint(
@@ -60,7 +82,10 @@ def lint(
     against: bool,
     snapshot_path: str | None,
     strict: bool,
+    select: tuple[str, ...],
+    ignore: tuple[str, ...],
     explain: str | None,
+    output_format: str | None,
     as_json: bool,
 ) -> None:
     """Find GPU, DataParallel, DDP and AMP pitfalls in training scripts before they run.
@@ -84,9 +109,16 @@ def lint(
         raise GpudiagInputError("give at least one script or folder to lint")
     if snapshot_path is not None and not against:
         raise GpudiagInputError("--snapshot needs --check (lint alone does not read a machine)")
+    if as_json and output_format not in (None, "json"):
+        raise GpudiagInputError(f"--json and --output-format {output_format} conflict: give one")
+    form = "json" if as_json else (output_format or "text")
     from gpudiag.lint import lint_paths
     from gpudiag.lint.report import lint_json, render_lint
+    from gpudiag.lint.selection import parse_codes, selected
     from gpudiag.lint.source import collect_paths
+
+    selects = parse_codes("--select", select)
+    ignores = parse_codes("--ignore", ignore)
 
     # A missing path is bad input: exit 2 before any work. So is a run that would read
     # no file at all (issue 20: `lint empty/` said "OK", a wrong path passed the gate).
@@ -104,8 +136,15 @@ def lint(
         snapshot = load_machine(snapshot_path)
         driver = None if snapshot_path is not None else live_driver_asker(snapshot)
     report = lint_paths(paths, snapshot=snapshot, env=dict(os.environ), driver=driver)
-    if as_json:
+    report = selected(report, selects, ignores)
+    if form == "json":
         click.echo(lint_json(report))
+    elif form == "github":
+        from gpudiag.lint.github import render_github
+
+        text = render_github(report)
+        if text:
+            click.echo(text)
     else:
         click.echo(render_lint(report, strict=strict))
     status = report.exit_code(strict=strict)

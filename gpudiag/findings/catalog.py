@@ -347,6 +347,11 @@ _API: _Rows = (
 _LINT: _Rows = (
     ("LINT-PARSE-ERROR", "error", "the file cannot be read or parsed as Python"),
     (
+        "LINT-IGNORE-UNKNOWN-CODE",
+        "warning",
+        "a # gpudiag: ignore[…] comment names a code that is not a lint code",
+    ),
+    (
         "LINT-CVD-AFTER-CUDA-INIT",
         "error",
         "CUDA_VISIBLE_DEVICES set after CUDA initialised: ignored",

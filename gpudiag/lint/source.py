@@ -20,7 +20,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from gpudiag.errors import GpudiagInputError
-from gpudiag.lint.codes import Hit, LintFinding, hit
+from gpudiag.lint import shown
+from gpudiag.lint.codes import CODES, Hit, LintFinding, hit
 from gpudiag.lint.facts import Facts
 from gpudiag.lint.rules_amp import deprecated_rules, scaler_rules
 from gpudiag.lint.rules_dist import (
@@ -172,10 +173,11 @@ def decode(data: bytes) -> str:
     return text[1:] if text.startswith("\ufeff") else text
 
 
-def suppressions(text: str) -> dict[int, frozenset[str] | None]:
-    """Line → the codes ignored there (None: every code), from ``# gpudiag: ignore[…]``;
-    a malformed suppression (:data:`_IGNORE_FORM`) ignores nothing."""
-    out: dict[int, frozenset[str] | None] = {}
+def _suppression_comments(text: str) -> dict[int, tuple[frozenset[str] | None, int]]:
+    """Line → (the codes ignored there, None for every code; the comment's 1-based column),
+    from ``# gpudiag: ignore[…]``; a malformed suppression (:data:`_IGNORE_FORM`) ignores
+    nothing."""
+    out: dict[int, tuple[frozenset[str] | None, int]] = {}
     if not _IGNORE_RE.search(text):
         return out  # the common case: no suppression anywhere, no need to tokenize
     try:
@@ -192,12 +194,32 @@ def suppressions(text: str) -> dict[int, frozenset[str] | None]:
         if form is None:
             continue  # malformed: suppresses nothing
         if form.group(1) is None:
-            out[tok.start[0]] = None
+            out[tok.start[0]] = (None, tok.start[1] + 1)
             continue
         codes = [c.strip() for c in form.group(1).split(",")]
         if all(_CODE.fullmatch(c) for c in codes):
-            out[tok.start[0]] = frozenset(c.upper() for c in codes)
+            out[tok.start[0]] = (frozenset(c.upper() for c in codes), tok.start[1] + 1)
     return out
+
+
+def _unknown_codes(line: int, col: int, codes: frozenset[str]) -> list[Hit]:
+    """A warning per code in a suppression that names no lint rule: as ruff warns of an
+    unknown code in ``# noqa`` (issue 17: a misspelled code was silently accepted and
+    the finding it meant stayed, with nothing saying why)."""
+    return [
+        hit(
+            line,
+            col,
+            "LINT-IGNORE-UNKNOWN-CODE",
+            "warning",
+            f"# gpudiag: ignore[…] names {shown.text(code)}, which is not a gpudiag lint code: "
+            "it suppresses nothing.",
+            "Correct the code (gpudiag lint --explain CODE lists the lint codes), or remove it.",
+            None,
+            code,
+        )
+        for code in sorted(codes - CODES.keys())
+    ]
 
 
 def analyse(tree: ast.Module, lines: list[str]) -> Facts:
@@ -308,12 +330,19 @@ def _lint_text(text: str, path: str) -> tuple[list[LintFinding], Facts | None]:
 
 def place(path: str, hits: Iterable[Hit], text: str) -> list[LintFinding]:
     """Give hits their file, drop suppressed and repeated ones, sort by position."""
-    ignored = suppressions(text)
+    comments = _suppression_comments(text)
+    extra = [
+        found
+        for line, (codes, col) in comments.items()
+        if codes is not None
+        for found in _unknown_codes(line, col, codes)
+    ]
     seen: set[tuple[int, str, str]] = set()
     out: list[LintFinding] = []
-    for h in hits:
-        codes = ignored.get(h.line, frozenset())
-        if h.line in ignored and (codes is None or h.finding.code in codes):
+    for h in [*hits, *extra]:
+        # only the finding's own line, as ruff's per-line suppression (docs/lint.md)
+        codes, _ = comments.get(h.line, (frozenset(), 0))
+        if h.line in comments and (codes is None or h.finding.code in codes):
             continue
         key = (h.line, h.finding.code, h.finding.message)
         if key in seen:
