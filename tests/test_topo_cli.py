@@ -170,3 +170,32 @@ def test_topo_imports_no_torch(args: list[str], allowed: str) -> None:
     )
     heavy = proc.stdout.strip().splitlines()[-1]
     assert heavy in ("HEAVY=", f"HEAVY={allowed}"), proc.stdout + proc.stderr
+
+
+def _many_gpus(n: int, with_pairs: bool) -> object:
+    from gpudiag.model import GpuPair
+
+    a100 = load_fixture("a100x8")
+    gpus = tuple(
+        dataclasses.replace(a100.gpus[i % 8], nvml_index=i, uuid=f"GPU-{i:08x}-0000-0000-0000-000000000000",
+                            pci_bus_id=f"00000000:{i // 256:02X}:{i % 256:02X}.0")
+        for i in range(n)
+    )  # fmt: skip
+    pairs = tuple(
+        GpuPair(nvml_index_a=x, nvml_index_b=y, topology="SYS", p2p_read="OK", p2p_write="OK")
+        for x in range(n) for y in range(x + 1, n)
+    ) if with_pairs else None  # fmt: skip
+    return dataclasses.replace(a100, gpus=gpus, gpu_pairs=pairs, env={})
+
+
+@pytest.mark.parametrize(("n", "with_pairs"), [(1500, False), (64, True)])
+def test_topo_stays_fast_on_huge_snapshots(n: int, with_pairs: bool) -> None:
+    # Issue 21's fuzz: a 1,500-GPU snapshot took 43 s (GPUs² cells, each scanning every
+    # pair). The matrices stop at 64 GPUs; a pair is looked up, not scanned for.
+    import time
+
+    snap = _many_gpus(n, with_pairs)
+    began = time.monotonic()
+    text = render_topo(snap, resolve_checked(None, None, snap), [], source="test")  # type: ignore[arg-type]
+    assert time.monotonic() - began < 5
+    assert ("matrices are drawn for at most 64" in text) is (n > 64)

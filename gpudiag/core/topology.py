@@ -109,11 +109,26 @@ def link_label(snapshot: Snapshot, a: Gpu, b: Gpu) -> str:
     count = nvlink_count(a, b)
     if count:
         return f"NV{count}"
-    lo, hi = sorted((a.nvml_index, b.nvml_index))
-    for pair in snapshot.gpu_pairs or ():
-        if (pair.nvml_index_a, pair.nvml_index_b) == (lo, hi):
-            return pair.topology or "?"
-    return "?"
+    pair = pair_of(snapshot, a.nvml_index, b.nvml_index)
+    return "?" if pair is None else pair.topology or "?"
+
+
+#: The last snapshot's pairs by (lower, higher) nvml_index: one index, not a scan of
+#: every pair per cell (quadratic in pairs per matrix: the fuzz of issue 21). It holds
+#: the pairs tuple itself, so identity cannot be mistaken.
+_PAIR_INDEX: tuple[object, dict[tuple[int, int], GpuPair]] = ((), {})
+
+
+def pair_of(snapshot: Snapshot, x: int, y: int) -> GpuPair | None:
+    """The snapshot's recorded pair of GPUs ``x`` and ``y`` (nvml indices), or None."""
+    global _PAIR_INDEX
+    pairs = snapshot.gpu_pairs or ()
+    if _PAIR_INDEX[0] is not pairs:
+        index: dict[tuple[int, int], GpuPair] = {}
+        for p in pairs:  # the first recorded wins, as a scan would find it
+            index.setdefault((p.nvml_index_a, p.nvml_index_b), p)
+        _PAIR_INDEX = (pairs, index)
+    return _PAIR_INDEX[1].get((min(x, y), max(x, y)))
 
 
 def _pair_text(pair: GpuPair) -> str:

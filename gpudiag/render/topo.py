@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from gpudiag.core.topology import ACS_REDIRECT_BITS, link_label, pci_function
+from gpudiag.core.topology import ACS_REDIRECT_BITS, link_label, pair_of, pci_function
 from gpudiag.model import Finding, Gpu, Resolution, Snapshot
 from gpudiag.render.findings import render_findings, sort_findings
 from gpudiag.render.table import format_table
@@ -49,12 +49,11 @@ def _label(gpu: Gpu, ordinals: dict[int, list[int]]) -> str:
 def _p2p_cell(snapshot: Snapshot, a: Gpu, b: Gpu) -> str:
     if a.nvml_index == b.nvml_index:
         return "X"
-    lo, hi = sorted((a.nvml_index, b.nvml_index))
-    for pair in snapshot.gpu_pairs or ():
-        if (pair.nvml_index_a, pair.nvml_index_b) == (lo, hi):
-            read, write = pair.p2p_read or "?", pair.p2p_write or "?"
-            return read if read == write else f"{read}/{write}"
-    return "?"
+    pair = pair_of(snapshot, a.nvml_index, b.nvml_index)
+    if pair is None:
+        return "?"
+    read, write = pair.p2p_read or "?", pair.p2p_write or "?"
+    return read if read == write else f"{read}/{write}"
 
 
 def _numa(gpu: Gpu) -> str:
@@ -92,6 +91,10 @@ def _acs(snapshot: Snapshot, gpu: Gpu) -> str:
     if any(v is None for v in values):
         return "unread"  # Linux shows a bridge's ACS registers to root only
     return "redirect" if any(v & ACS_REDIRECT_BITS for v in values if v is not None) else "off"
+
+
+#: nvidia-smi draws every GPU; a snapshot may hold thousands (issue 21: bound every size).
+MAX_MATRIX_GPUS = 64
 
 
 def _matrix(snapshot: Snapshot, gpus: Sequence[Gpu], ordinals: dict[int, list[int]]) -> str:
@@ -181,6 +184,16 @@ def render_topo(
     out = wrap(head + ".", width)
     if not gpus:
         out += wrap("No GPUs: nothing to show (gpudiag list says why).", width)
+    elif len(gpus) > MAX_MATRIX_GPUS:
+        # A matrix costs GPUs² cells (a 1,500-GPU snapshot took 43 s; the fuzz of
+        # issue 21) and is unreadable long before that: the pairs stay in --json.
+        omitted = wrap(
+            f"{len(gpus)} GPUs: the matrices are drawn for at most {MAX_MATRIX_GPUS} "
+            "(gpudiag topo --json has every recorded pair).",
+            width,
+        )
+        out += ["", *omitted]
+        out += wrap(_selection(resolution), width)
     else:
         out += ["", _matrix(snapshot, gpus, ordinals), ""]
         out += wrap(_selection(resolution), width)
