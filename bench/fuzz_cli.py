@@ -370,7 +370,7 @@ class Generator:
 
     WEIGHTS: ClassVar[dict[str, int]] = {
         "list": 17, "check": 30, "snapshot": 7, "explain": 9, "lint": 17, "probe": 10,
-        "(group)": 10,
+        "topo": 6, "docs": 3, "fleet": 5, "(group)": 10,
     }  # fmt: skip
 
     def __init__(self, world: World, seed: int, *, pathological: bool = True) -> None:
@@ -435,7 +435,7 @@ class Generator:
 
     def env(self, command: str) -> tuple[tuple[str, str], ...]:
         rng = self.rng
-        if rng.random() < 0.55:
+        if rng.random() < 0.55 or command == "fleet":  # GPUDIAG_FLEET_MPI would run mpiexec
             return ()
         pool = self.envvars.get(command, []) + [(v, "text") for v in _LAUNCHER_VARS]
         out: dict[str, str] = {}
@@ -460,7 +460,19 @@ class Generator:
                                [rng.choice(_TEXT)], [rng.choice(_INVALID_OPTIONS)]])  # fmt: skip
             return Case(command, tuple(a.replace("\x00", "") for a in args), env)
         args = [command, *self.options_for(command)]
-        if command in ("list", "check") and rng.random() < 0.85 and "--snapshot" not in args:
+        if command == "fleet":
+            # Never live: `--mpi N` would start mpiexec and a live fleet srun; compare
+            # snapshot files (the world's fixtures and hostile ones) instead.
+            flags = [a for a in args[1:] if a.startswith("-") and not a.startswith("--mpi")]
+            args = ["fleet", "--snapshots", *flags]
+            args += [rng.choice(self.world.snapshots) for _ in range(rng.choice([0, 1, 2, 3]))]
+        if command == "docs":
+            args += rng.choice([[], ["cli"], ["visible-devices"], [rng.choice(_TEXT)], ["CLI.md"]])
+        if (
+            command in ("list", "check", "topo")
+            and rng.random() < 0.85
+            and "--snapshot" not in args
+        ):
             args += ["--snapshot", rng.choice(self.world.snapshots)]
         if command in ("list", "check") and "--snapshot" not in args and "--deep" in args:
             args.remove("--deep")  # live --deep imports torch in a child: kept rare below
