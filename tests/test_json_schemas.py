@@ -200,7 +200,7 @@ def test_ref_merges_and_overrides() -> None:
 DOC_SECTIONS: dict[str, list[tuple[str, str]]] = {
     "finding": [("findings.md", "# Finding codes")],
     "check": [("check.md", "## JSON (`gpudiag check --json`)")],
-    "lint": [("lint.md", "## JSON (`--json`)")],
+    "lint": [("lint.md", "## JSON (`--json`, `--output-format json`)")],
     "list": [("cli.md", "### `gpudiag list --json`")],
     "snapshot": [
         ("snapshot.md", "## Top level"),
