@@ -205,12 +205,10 @@ def probe(
     if (torch_problem := probe_torch_problem()) is not None:
         raise GpudiagInputError(torch_problem)
     if launch is not None and which in ("ddp", "all"):
-        from gpudiag.probes.jobtoken import MULTI_NODE_NEEDS_TOKEN, one_node
-        from gpudiag.probes.rendezvous import RDZV_TOKEN_ENV
+        from gpudiag.probes.jobtoken import refuse_unshared
 
         # Before any output: the ranks span nodes and share no secret (issue 21).
-        if not os.environ.get(RDZV_TOKEN_ENV) and not one_node(launch, os.environ):
-            raise GpudiagInputError(MULTI_NODE_NEEDS_TOKEN)
+        refuse_unshared(launch, os.environ)
     resolved_device: Literal["cpu", "cuda"] = "cuda" if device == "cuda" else "cpu"
     # `all` adds p2p only for 2+ selected GPUs (docs/probes.md); cpu selects none.
     gpus = 0

@@ -109,6 +109,18 @@ def one_node(launch: LaunchEnv, environ: Mapping[str, str]) -> bool:
     return launch.launcher == "slurm" and environ.get("SLURM_STEP_NUM_NODES", "").strip() == "1"
 
 
+def refuse_unshared(launch: LaunchEnv | None, environ: Mapping[str, str]) -> None:
+    """Refuses a launch whose ranks span nodes with no exported token (case 4).
+
+    Called by the CLI before any output, and by :func:`start_token`.
+
+    Raises:
+        GpudiagInputError: the ranks span several nodes and no GPUDIAG_RDZV_TOKEN.
+    """
+    if launch is not None and not environ.get(RDZV_TOKEN_ENV) and not one_node(launch, environ):
+        raise GpudiagInputError(MULTI_NODE_NEEDS_TOKEN)
+
+
 def start_token(launch: LaunchEnv | None, environ: Mapping[str, str], ddp: bool) -> JobToken:
     """Chooses this rank's token; local rank 0 of a one-node job writes its secret.
 
@@ -125,8 +137,7 @@ def start_token(launch: LaunchEnv | None, environ: Mapping[str, str], ddp: bool)
         return JobToken("exported", exported)
     if launch is None or not ddp:
         return JobToken("random", secrets.token_hex(32))
-    if not one_node(launch, environ):
-        raise GpudiagInputError(MULTI_NODE_NEEDS_TOKEN)
+    refuse_unshared(launch, environ)
     path = secret_dir(launch, environ)
     if launch.local_rank != 0:
         return JobToken("node-secret", path=path)
