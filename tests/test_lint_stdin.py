@@ -105,6 +105,7 @@ def test_a_real_pipe_over_the_limit_is_refused() -> None:
         (["train.py", "-"], "- (read stdin) must be the only path"),
         (["-", "-"], "- (read stdin) must be the only path"),
         (["train.py", "--stdin-filename", "x.py"], "--stdin-filename names what - reads"),
+        (["-", "--stdin-filename", " "], "--stdin-filename needs a file name"),
     ],
 )
 def test_dash_beside_other_paths_is_one_line_and_exit_2(
@@ -150,3 +151,10 @@ def test_stdin_with_check_feeds_the_values_to_check() -> None:
     assert doc["checks"][0] == "lint" and len(doc["checks"]) > 1
     assert doc["cuinit_error"] == "CUDA_ERROR_INVALID_DEVICE"
     assert all(f["path"] == "-" for f in doc["findings"])
+
+
+def test_a_stdin_filename_too_long_for_the_system_is_still_a_name() -> None:
+    name = "d/" * 3000 + "x.py"  # the pyproject.toml search meets ENAMETOOLONG
+    code, out, _ = _lint(["-", "--stdin-filename", name, "--json"], AMP)
+    assert code == 0
+    assert json.loads(out)["files"] == [name]

@@ -165,6 +165,8 @@ def lint(
         raise GpudiagInputError(
             "- (read stdin) must be the only path: lint stdin, or files, in one run"
         )
+    if stdin_filename is not None and not stdin_filename.strip():
+        raise GpudiagInputError("--stdin-filename needs a file name")
     if stdin_filename is not None and not stdin:
         raise GpudiagInputError("--stdin-filename names what - reads: give - as the only path")
     if not paths and not stdin:

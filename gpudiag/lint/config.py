@@ -210,7 +210,11 @@ def find_config(start: str | os.PathLike[str]) -> tuple[Path, dict[str, Any]] | 
     """The nearest ``pyproject.toml`` holding the table, and the table, from ``start`` (a
     folder, or a file's folder) upward to the file system's root; None when none does."""
     here = Path(os.path.abspath(start))
-    if not here.is_dir():
+    try:
+        is_folder = here.is_dir()
+    except OSError:  # a name over the system's limit (a --stdin-filename): not a folder
+        is_folder = False
+    if not is_folder:
         here = here.parent
     for folder in (here, *here.parents):
         candidate = folder / PYPROJECT
