@@ -156,6 +156,7 @@ def test_a_bad_config_option_is_one_line(elsewhere: Path, args: list[str], said:
         ('strict = "yes"\n', "strict must be true or false"),
         ("force-exclude = 1\n", "force-exclude must be true or false"),
         ("select = [\n", "pyproject.toml: not valid TOML: "),
+        ("x = " + "[" * 3000 + "]" * 3000 + "\n", "nests arrays or tables too deeply"),
     ],
 )
 def test_a_bad_table_is_one_line_and_exit_2(

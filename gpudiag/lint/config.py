@@ -196,6 +196,10 @@ def _table(path: Path, data: bytes) -> dict[str, Any] | None:
         raise GpudiagInputError(f"{shown}: not UTF-8 text (byte {exc.start})") from None
     except ValueError as exc:  # tomllib.TOMLDecodeError
         raise GpudiagInputError(f"{shown}: not valid TOML: {exc}") from None
+    except RecursionError:  # tomllib recurses once per nested array or inline table
+        raise GpudiagInputError(
+            f"{shown}: its TOML nests arrays or tables too deeply to read"
+        ) from None
     node: Any = doc
     for key in ("tool", "gpudiag", "lint"):
         if not isinstance(node, dict) or key not in node:
