@@ -78,12 +78,18 @@ class Case:
     command: str
     args: tuple[str, ...]
     env: tuple[tuple[str, str], ...] = ()
+    #: A world file fed to standard input (``lint -``), or None for an empty stdin.
+    stdin: str | None = None
 
     def shell(self) -> str:
         """The command line, for a shell (non-UTF-8 bytes as $'\\xff')."""
         env = " ".join(f"{k}={_quote(v)}" for k, v in self.env)
         line = " ".join(_quote(a) for a in self.args)
-        return (f"env {env} " if env else "") + f"gpudiag {line}"
+        feed = f" < {_quote(self.stdin)}" if self.stdin is not None else ""
+        return (f"env {env} " if env else "") + f"gpudiag {line}{feed}"
+
+    def input(self) -> bytes:
+        return Path(self.stdin).read_bytes() if self.stdin is not None else b""
 
 
 def _quote(text: str) -> str:
@@ -118,6 +124,9 @@ class World:
     outputs: list[str] = field(default_factory=list)
     lint_paths: list[str] = field(default_factory=list)
     pathological: list[str] = field(default_factory=list)
+    #: --config values ([tool.gpudiag.lint] tables, good and hostile) and stdin inputs.
+    configs: list[str] = field(default_factory=list)
+    stdin_inputs: list[str] = field(default_factory=list)
 
 
 def make_world(root: Path, *, pathological: bool = True) -> World:
@@ -186,6 +195,36 @@ def make_world(root: Path, *, pathological: bool = True) -> World:
         put("ignore.py", "import torch  # gpudiag: ignore[\n"),
         str(root / "dir"), str(root / "fifo.py"), str(root / "link-zero.py"), str(root / "sock"),
         "/dev/null", str(root / "missing.py"), "-", "", "x" * 5000,
+    ]  # fmt: skip
+    # issue 17: a table the runs in lintdir find, and --config files, good and hostile
+    (lint_dir / "pyproject.toml").write_text(
+        '[tool.gpudiag.lint]\nexclude = ["neg_b*"]\n'
+        'per-file-ignores = { "neg_c*" = ["LINT-AMP"], "!neg_*" = ["LINT-CVD"] }\n'
+    )
+    cfg = root / "cfg"
+    cfg.mkdir()
+    os.mkfifo(cfg / "fifo.toml")
+    w.configs = [
+        str(lint_dir / "pyproject.toml"),
+        put("cfg/ok.toml", '[tool.gpudiag.lint]\nselect = ["LINT"]\noutput-format = "sarif"\n'
+            'strict = true\nforce-exclude = true\nexclude = ["*.py"]\n'),
+        put("cfg/unknown-key.toml", '[tool.gpudiag.lint]\nselec = ["LINT"]\n'),
+        put("cfg/bad-code.toml", '[tool.gpudiag.lint]\nignore = ["LINT-NOPE\\u001b[2J"]\n'),
+        put("cfg/bad-type.toml", '[tool.gpudiag.lint]\nper-file-ignores = 3\n'),
+        put("cfg/not-toml.toml", "[tool.gpudiag.lint]\nselect = [\n"),
+        put("cfg/no-table.toml", "[tool.ruff]\nline-length = 1\n"),
+        put("cfg/latin1.toml", b'[tool.gpudiag.lint]\nselect = ["\xff"]\n'),
+        put("cfg/deep.toml", "[tool.gpudiag.lint]\nx = " + "[" * 3000 + "]" * 3000 + "\n"),
+        put("cfg/huge.toml", "[tool.gpudiag.lint]\n" + "#" * (1024 * 1024 + 1)),
+        str(cfg / "fifo.toml"), str(cfg), "/dev/null", "/dev/zero", str(root / "missing.toml"),
+        "", "-",
+    ]  # fmt: skip
+    w.stdin_inputs = [
+        put("stdin-ok.py", "import torch\nscaler = torch.cuda.amp.GradScaler()\n"),
+        put("stdin-syntax.py", "def (:\n"), put("stdin-empty.py", ""),
+        put("stdin-latin1.py", b"# -*- coding: latin-1 -*-\nx = '\xe9'\n"),
+        put("stdin-nul.py", b"x = 1\x00\n"), put("stdin-bad.py", b"x = '\xff\x1b[2J'\n"),
+        put("stdin-big.py", b"#" * (4 * 1024 * 1024 + 1)),
     ]  # fmt: skip
     if pathological:
         w.pathological = _pathological_lint(root)
@@ -277,6 +316,8 @@ _TEXT = [
     "DP-INVALID-DEVICE-ID", "dp-devices", "VIS-", "single", "all",
 ]  # fmt: skip
 _PLAUSIBLE = {
+    "--stdin-filename": ["train.py", "lintdir/pos_x.py", "neg_c.py", " ", "-", "a/../b.py",
+                         "esc\x1b[2J.py", "x" * 5000],
     "--visible": ["0,1", "1,2", "2,0", "3", "", "GPU-9942190a", "0,1,2,3,4,5,6,7", "1,1", "-1"],
     "--order": ["PCI_BUS_ID", "FASTEST_FIRST"],
     "--set-device": ["0", "1", "3", "0,1", "1,0", "0,0", "9"],
@@ -390,6 +431,8 @@ class Generator:
         if rng.random() < 0.6:  # a plausible value, so runs get past parsing too
             if name == "--ignore":
                 return rng.choice(self.codes)
+            if name == "--config":
+                return rng.choice(self.world.configs)
             if name in _PLAUSIBLE:
                 return rng.choice(_PLAUSIBLE[name])
             if kind == "numeric":
@@ -495,8 +538,13 @@ class Generator:
             if self.pathological and rng.random() < 0.01:
                 pool = self.world.pathological
             args += [rng.choice(pool) for _ in range(rng.choice([0, 1, 1, 1, 2, 3]))]
+            if rng.random() < 0.1:
+                args.append("-")  # issue 17: the script from stdin
             if "--check" in args and "--snapshot" not in args:
                 args += ["--snapshot", rng.choice(self.world.snapshots)]
+            if "-" in args or "--stdin-filename" in args:
+                stdin = rng.choice(self.world.stdin_inputs)
+                return Case(command, tuple(a.replace("\x00", "") for a in args), env, stdin)
         if command == "probe":
             guard, value = rng.choice(_PROBE_GUARDS)
             args = [command, *self.options_for(command, avoid=guard)]
@@ -547,7 +595,9 @@ def run_in_process(case: Case, timeout_s: float = HANG_S) -> Outcome:
     signal.setitimer(signal.ITIMER_REAL, timeout_s)
     start = time.perf_counter()
     try:
-        result = runner.invoke(main, list(case.args), env=dict(case.env), prog_name="gpudiag")
+        result = runner.invoke(
+            main, list(case.args), input=case.input(), env=dict(case.env), prog_name="gpudiag"
+        )
     except _Hang:
         return Outcome(case, None, time.perf_counter() - start, ["hang"])
     finally:
@@ -574,11 +624,12 @@ def run_subprocess(case: Case, cwd: Path, timeout_s: float = HANG_S) -> Outcome:
     env.update(case.env)
     start = time.perf_counter()
     try:
-        proc = subprocess.run(
-            python_module_argv("gpudiag", *case.args),
-            env=env, cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True,
-            timeout=timeout_s, check=False,
-        )  # fmt: skip
+        with open(case.stdin or os.devnull, "rb") as feed:
+            proc = subprocess.run(
+                python_module_argv("gpudiag", *case.args),
+                env=env, cwd=cwd, stdin=feed, capture_output=True,
+                timeout=timeout_s, check=False,
+            )  # fmt: skip
     except subprocess.TimeoutExpired:
         return Outcome(case, None, time.perf_counter() - start, ["hang"], where="subprocess")
     seconds = time.perf_counter() - start

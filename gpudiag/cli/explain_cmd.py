@@ -47,7 +47,33 @@ def explain(code: str | None) -> None:
             "(findings.md missing)"
         )
     click.echo(wanted)
-    click.echo(_fit(section))  # our own shipped text, wrapped to the terminal
+    click.echo(_with_example(wanted, section))  # our own shipped text, wrapped
+
+
+def _with_example(code: str, section: str) -> str:
+    """The section wrapped to the terminal; for a lint code, its ``**Example:**`` item
+    replaced by a wrong and a right script (gpudiag/lint/examples.py, which the tests
+    lint: issue 17 printed a test fixture's path here)."""
+    if not code.startswith("LINT-"):
+        return _fit(section)
+    from gpudiag.lint.examples import render
+
+    pair = render(code)
+    if not pair:
+        return _fit(section)
+    lines = section.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("- **Example:**")), None)
+    if start is None:
+        before, after = lines, []
+    else:
+        end = start + 1
+        while end < len(lines) and lines[end].startswith("  "):
+            end += 1  # the item's continuation lines
+        before, after = lines[:start], lines[end:]
+    parts = [_fit("\n".join(before)), *pair]
+    if after:
+        parts.append(_fit("\n".join(after)))
+    return "\n".join(parts).rstrip("\n")
 
 
 #: At most this wide, narrower on a narrower terminal (issue 20: every screen fits 80).

@@ -8,7 +8,7 @@ in :data:`gpudiag.lint.codes.CODES` and ``docs/findings.md``.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -34,9 +34,11 @@ def lint_paths(
     snapshot: Snapshot | None = None,
     env: Mapping[str, str] | None = None,
     driver: object = None,
+    skip: Callable[[Path], bool] | None = None,
 ) -> LintReport:
     """Lint files and folders; with ``snapshot``, also run ``check`` with each
-    script's hard-coded values (``gpudiag lint --check``).
+    script's hard-coded values (``gpudiag lint --check``); ``skip`` prunes what a
+    folder's walk meets (``[tool.gpudiag.lint] exclude``).
 
     Raises:
         GpudiagInputError: a path that does not exist or cannot be read.
@@ -47,7 +49,7 @@ def lint_paths(
     if isinstance(paths, (str, os.PathLike)):
         # one path, not the characters of one (issue 21: "/dev/null" walked "/")
         paths = [os.fspath(paths)]
-    files = collect_paths(paths)
+    files = collect_paths(paths, skip)
     findings: list[LintFinding] = []
     check_report = None
     for file in files:

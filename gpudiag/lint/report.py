@@ -103,6 +103,10 @@ def _valid_text(value: Any) -> Any:
     return value
 
 
+#: For the other machine-readable formats (SARIF): the same cleaning as ``--json``'s.
+valid_text = _valid_text
+
+
 def escape(text: str) -> str:
     """Make text safe for a terminal: control and format characters become escapes."""
     out: list[str] = []

@@ -18,7 +18,9 @@ from gpudiag.lint.report import LintReport
 _PART_RE = re.compile(r"[A-Z][A-Z0-9]*(?:-[A-Z0-9]+)*")
 
 
-def _covers(prefix: str, code: str) -> bool:
+def covers(prefix: str, code: str) -> bool:
+    """Whether a ``--select``/``--ignore`` value (a code, or a prefix ending at a ``-``)
+    covers ``code``."""
     return code == prefix or code.startswith(prefix + "-")
 
 
@@ -36,7 +38,7 @@ def parse_codes(option: str, values: Iterable[str]) -> frozenset[str]:
         for part in value.replace(",", " ").split():
             wanted.add(part.upper().rstrip("-"))
     for item in sorted(wanted):
-        if not _PART_RE.fullmatch(item) or not any(_covers(item, c) for c in CATALOG):
+        if not _PART_RE.fullmatch(item) or not any(covers(item, c) for c in CATALOG):
             shown = item if len(item) <= 60 else item[:57] + "…"
             raise GpudiagInputError(
                 f"{option} {shown}: no such finding code or prefix (`gpudiag explain` lists them)"
@@ -52,7 +54,7 @@ def selected(report: LintReport, select: frozenset[str], ignore: frozenset[str])
     kept = tuple(
         f
         for f in report.findings
-        if (not select or any(_covers(p, f.finding.code) for p in select))
-        and not any(_covers(p, f.finding.code) for p in ignore)
+        if (not select or any(covers(p, f.finding.code) for p in select))
+        and not any(covers(p, f.finding.code) for p in ignore)
     )
     return dataclasses.replace(report, findings=kept)

@@ -16,7 +16,7 @@ import os
 import re
 import stat
 import tokenize
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from gpudiag.errors import GpudiagInputError
@@ -89,8 +89,9 @@ def _regular(path: Path, shown: str) -> os.stat_result:
     return info
 
 
-def collect_paths(paths: Iterable[str]) -> list[Path]:
-    """The ``.py`` files named or found under the folders named, in a stable order.
+def collect_paths(paths: Iterable[str], skip: Callable[[Path], bool] | None = None) -> list[Path]:
+    """The ``.py`` files named or found under the folders named, in a stable order;
+    ``skip`` prunes files and folders met in a folder's walk (``exclude``, docs/lint.md).
 
     Raises:
         GpudiagInputError: a path that does not exist or cannot be read, or that names
@@ -107,14 +108,14 @@ def collect_paths(paths: Iterable[str]) -> list[Path]:
                 raise GpudiagInputError(f"no such file or folder: {raw!r}") from None
             raise GpudiagInputError(f"cannot read {raw!r}: {exc.strerror or exc}") from None
         if stat.S_ISDIR(info.st_mode):
-            out += _python_files(path)
+            out += _python_files(path, skip)
         else:
             _regular(path, raw)
             out.append(path)
     return out
 
 
-def _python_files(top: Path) -> list[Path]:
+def _python_files(top: Path, skip: Callable[[Path], bool] | None = None) -> list[Path]:
     """The ``.py`` files below ``top`` in ``os.walk``'s order (top-down, sorted), without
     hidden folders, ``__pycache__``/``node_modules``/``site-packages`` and virtual
     environments. Iterative: ``os.walk`` recurses once per level before Python 3.12
@@ -145,6 +146,8 @@ def _python_files(top: Path) -> list[Path]:
                 is_dir = False
             (dirs if is_dir else files).append(entry.name)
         found = [Path(root, f) for f in sorted(files) if f.endswith(".py")]
+        if skip is not None:
+            found = [f for f in found if not skip(f)]
         for file in found:
             _regular(file, str(file))
         out += found
@@ -154,6 +157,7 @@ def _python_files(top: Path) -> list[Path]:
             if not d.startswith(".")
             and d not in _SKIP_DIRS
             and not os.path.exists(os.path.join(root, d, "pyvenv.cfg"))
+            and (skip is None or not skip(Path(root, d)))
         )
         for name in reversed(keep):  # popped in sorted order, each tree before the next
             sub = os.path.join(root, name)
