@@ -135,6 +135,7 @@ def check(
     ddp_devices: Sequence[int] | None = None,
     tf32: bool = False,
     model_dtype: str | None = None,
+    num_workers: int | None = None,
 ) -> Report:
     """Run ``gpudiag check`` from Python; keywords are :class:`CheckRequest` fields.
 
@@ -256,6 +257,7 @@ def guard(
     ddp_devices: Sequence[int] | None = None,
     tf32: bool = False,
     model_dtype: str | None = None,
+    num_workers: int | None = None,
 ) -> Report:
     """Check before training starts; raise :class:`GpuConfigError` when it would fail.
 

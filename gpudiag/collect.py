@@ -19,7 +19,8 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from gpudiag.backends.host import collect_host, with_pid_namespace
+from gpudiag.backends.holders import with_memory_holders
+from gpudiag.backends.host import collect_host
 from gpudiag.backends.net import collect_node
 from gpudiag.backends.nvml import collect_nvml
 from gpudiag.model import GputilGpu, Snapshot, SourceStatus, TorchInfo
@@ -148,8 +149,8 @@ def collect_snapshot(
         cuda_driver_version=nvml.cuda_driver_version,
         env=env,
         cuda_order=cuda_order,
-        # NVML's PIDs, checked against this PID namespace (schema 1.2).
-        gpus=with_pid_namespace(nvml.gpus),
+        # NVML's PIDs: in this PID namespace (1.2), this job's or not (1.4).
+        gpus=with_memory_holders(nvml.gpus),
         sources=sources,
         torch=torch_info,
         gputil=gputil_gpus,

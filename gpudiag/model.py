@@ -34,9 +34,10 @@ from gpudiag.network import NodeInfo as NodeInfo
 #: The schema gpudiag writes. 1.1 added ``host`` and torch's ``distributed_available`` /
 #: ``nccl_available``; 1.2 the links between GPUs (``gpu_pairs``, per-GPU PCIe, NVLink,
 #: NUMA and fabric facts, more ``host`` facts); 1.3 ``node``: the boot id, network
-#: interfaces, InfiniBand ports, rendezvous variables and NCCL version. A reader accepts any
+#: interfaces, InfiniBand ports, rendezvous variables and NCCL version; 1.4 whose each GPU
+#: process is (``this_job``, ``slurm_job_id``, ``proc_state``). A reader accepts any
 #: ``gpudiag-snapshot/1`` or ``/1.N`` (docs/snapshot.md).
-SNAPSHOT_SCHEMA = "gpudiag-snapshot/1.3"
+SNAPSHOT_SCHEMA = "gpudiag-snapshot/1.4"
 #: The major version every readable snapshot shares.
 SNAPSHOT_SCHEMA_MAJOR = "gpudiag-snapshot/1"
 
@@ -54,6 +55,12 @@ class MigDevice:
     memory_total_mib: int | None = None
 
 
+#: What can decide :attr:`GpuProcess.this_job` (docs/snapshot.md): the process is
+#: gpudiag's own or an ancestor; its Slurm job equals (or differs from) ours; it is in our
+#: session, or under our parent (the launcher); outside all of these, with no Slurm job.
+JOB_EVIDENCE = ("self", "ancestor", "slurm_job", "session", "launcher", "process_tree")
+
+
 @dataclass(frozen=True)
 class GpuProcess:
     """A compute process holding GPU memory (``nvidia-smi --query-compute-apps``)."""
@@ -65,6 +72,15 @@ class GpuProcess:
     #: Since 1.2: ``/proc/<pid>`` exists where gpudiag ran (False: another container's
     #: process, or one that has exited); None when not checked or /proc hides others.
     in_pid_namespace: bool | None = None
+    #: Since 1.4: the process belongs to the job gpudiag ran in (its Slurm job, an
+    #: ancestor, its session or launcher); False: another job's; None: not told.
+    this_job: bool | None = None
+    #: Since 1.4: what decided ``this_job`` (:data:`JOB_EVIDENCE`).
+    this_job_by: str | None = None
+    #: Since 1.4: the process's Slurm job id (its cgroup path, or its SLURM_JOB_ID).
+    slurm_job_id: str | None = None
+    #: Since 1.4: its state letter in ``/proc/<pid>/stat`` (``R``, ``S``, ``D``, ``Z``).
+    proc_state: str | None = None
 
 
 @dataclass(frozen=True)
@@ -193,6 +209,8 @@ class HostInfo:
         nvidia_uvm_loaded: since 1.2, ``/sys/module/nvidia_uvm`` exists.
         pci_gpus: since 1.2, the NVIDIA GPU functions of ``/sys/bus/pci`` with their
             driver, NUMA node, IOMMU group type and the bridges above them.
+        host_pid_namespace: since 1.4, gpudiag ran in the host's PID namespace, where
+            NVML's PIDs (always the host's) can be looked up in ``/proc``.
     """
 
     platform: str | None = None
@@ -209,6 +227,7 @@ class HostInfo:
     dev_shm_free_mib: int | None = None
     nvidia_uvm_loaded: bool | None = None
     pci_gpus: tuple[PciGpu, ...] | None = None
+    host_pid_namespace: bool | None = None
 
 
 @dataclass(frozen=True)

@@ -221,7 +221,7 @@ SCHEMA_VALUES = {
     "check": "gpudiag-check/1",
     "lint": "gpudiag-lint/1",
     "list": "gpudiag-list/1",
-    "snapshot": "gpudiag-snapshot/1.3",
+    "snapshot": "gpudiag-snapshot/1.4",
     "probe": "gpudiag-probe/1",
     "topo": "gpudiag-topo/1",
     "fleet": "gpudiag-fleet/1",
@@ -336,7 +336,7 @@ def _schema_value(kind: str, docs: Iterable[tuple[str, Any]]) -> Iterator[tuple[
     for label, doc in docs:
         if label.startswith("fixture "):
             # Read and written back, a snapshot keeps the 1.x it was written as
-            # (docs/snapshot.md "Reading rules"); gpudiag itself writes 1.3.
+            # (docs/snapshot.md "Reading rules"); gpudiag itself writes 1.4.
             assert re.fullmatch(r"gpudiag-snapshot/1(\.[0-9]+)?", doc["schema"]), label
         else:
             assert doc["schema"] == SCHEMA_VALUES[kind], label

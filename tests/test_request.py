@@ -103,6 +103,10 @@ TABLE: dict[str, tuple[list[Any], list[tuple[Any, type[Exception], str]]]] = {
     ),
     "tf32": ([True, False], [(1, TypeError, "must be True or False")]),
     "expect_gpus": ([None, 0, 8], [(-1, ValueError, "0 or more"), (1.0, TypeError, "")]),
+    "num_workers": (
+        [None, 0, 16],
+        [(-1, ValueError, "0 or more"), (4097, ValueError, "at most 4096"), ("8", TypeError, "")],
+    ),
 }
 
 
@@ -210,6 +214,7 @@ CLI_BAD = [
     ("--amp", "fp8", " must be one of bf16, fp16, not 'fp8'"),
     ("--model-dtype", "int8", " must be one of bf16, fp16, fp32, not 'int8'"),
     ("--expect-gpus", "-1", " must be 0 or more, got -1"),
+    ("--num-workers", "-1", " must be 0 or more, got -1"),
 ]
 
 

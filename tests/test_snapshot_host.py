@@ -52,7 +52,7 @@ def test_any_minor_version_of_major_1_is_readable(schema: object, readable: bool
 
 
 def test_writer_uses_the_new_minor_version() -> None:
-    assert SNAPSHOT_SCHEMA == "gpudiag-snapshot/1.3"
+    assert SNAPSHOT_SCHEMA == "gpudiag-snapshot/1.4"
 
 
 def test_old_snapshot_has_no_host_and_unknown_nccl() -> None:
@@ -85,7 +85,7 @@ def test_host_and_nccl_round_trip() -> None:
     )
     assert snap.torch is not None and snap.torch.nccl_available is False
     out = snapshot_to_json(snap)
-    # A 1.1 document's host, written back by 1.2: its keys, and 1.2's as null.
+    # A 1.1 document's host, written back: its keys, and those of 1.2 and 1.4 as null.
     assert {k: out["host"][k] for k in HOST} == HOST
     assert {k: v for k, v in out["host"].items() if k not in HOST} == dict.fromkeys(
         (
@@ -95,6 +95,7 @@ def test_host_and_nccl_round_trip() -> None:
             "dev_shm_free_mib",
             "nvidia_uvm_loaded",
             "pci_gpus",
+            "host_pid_namespace",
         )
     )
     assert out["torch"]["nccl_available"] is False

@@ -315,11 +315,15 @@ def test_link_labels_as_nvidia_smi_topo_m(
 def test_every_topology_code_is_emitted_by_some_row() -> None:
     from gpudiag.findings.catalog import codes_in
 
+    from . import test_topology_memory, test_topology_shm
+
     emitted = {
         (f.code, f.severity)
         for _, fixture, changes, visible, nproc, _ in ROWS
         for f in _run(fixture, changes, visible, nproc)
     }
+    # The memory holders' and /dev/shm's own tables (issue 18).
+    emitted |= test_topology_memory.emitted() | test_topology_shm.emitted()
     for info in codes_in("topology"):
         for severity in info.severities:
             assert (info.code, severity) in emitted, (info.code, severity)

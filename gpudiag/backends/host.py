@@ -21,7 +21,8 @@ Schema 1.2 (issue 18) adds the facts around the GPUs: the IOMMU arguments of
 ``/dev/shm`` (``statvfs``), ``/sys/module/nvidia_uvm``, the GPU functions' sysfs
 facts (:mod:`gpudiag.backends.pci`), and whether a PID NVML reports exists in this
 PID namespace (``/proc/<pid>``; ``hidepid=2`` in ``/proc/mounts`` hides other
-users' processes, proc(5)).
+users' processes, proc(5)). Schema 1.4 adds whether this is the host's PID namespace
+(:func:`host_pid_namespace`); :mod:`gpudiag.backends.holders` places each process.
 """
 
 from __future__ import annotations
@@ -154,6 +155,20 @@ def proc_hides_pids(root: Path) -> bool | None:
     return False
 
 
+def host_pid_namespace(root: Path) -> bool | None:
+    """This process sees the host's PID namespace: PID 2 is ``kthreadd``, the kernel's
+    threads' parent, visible only from the initial namespace (pid_namespaces(7)). False
+    in a container's own namespace, where NVML's PIDs (the host's: the driver ignores PID
+    namespaces, NVIDIA/nvidia-docker#179) cannot be matched with ``/proc``; None when
+    ``/proc`` is unreadable or hides root's processes (``hidepid``)."""
+    if not _exists(root / "proc" / "self"):
+        return None
+    stat = _read(root / "proc" / "2" / "stat", 4096)
+    if stat is not None:
+        return "(kthreadd)" in stat
+    return None if proc_hides_pids(root) is not False else False
+
+
 def with_pid_namespace(gpus: tuple[Gpu, ...], root: str | Path = "/") -> tuple[Gpu, ...]:
     """``gpus`` with each process's ``in_pid_namespace`` set from ``/proc/<pid>``.
 
@@ -211,4 +226,5 @@ def collect_host(
         dev_shm_free_mib=shm_free,
         nvidia_uvm_loaded=nvidia_uvm_loaded(base),
         pci_gpus=pci_gpus(base),
+        host_pid_namespace=host_pid_namespace(base),
     )

@@ -53,6 +53,7 @@ Examples:
   gpudiag check --ddp-devices 1,2        # Lightning devices=[1,2]
   gpudiag check --set-device 0,1,2,3     # one value per local rank
   gpudiag check --amp fp16 --model-dtype bf16 --tf32
+  gpudiag check --nproc-per-node 4 --num-workers 8   # /dev/shm big enough?
 
 \b
 Device ids are cuda ordinals under CUDA_VISIBLE_DEVICES (cuda:0 is the first
@@ -164,6 +165,7 @@ def _request(ctx: click.Context, texts: dict[str, Any]) -> CheckRequest:
             model_dtype=texts["model_dtype"],
             tf32=texts["tf32"],
             expect_gpus=num("expect_gpus"),
+            num_workers=num("num_workers"),
         )
     except RequestError as exc:
         raise GpudiagInputError(exc.worded(spell)) from None
@@ -286,6 +288,13 @@ def _request(ctx: click.Context, texts: dict[str, Any]) -> CheckRequest:
 @click.option(
     "--expect-gpus", metavar="N", default=None, help="Error unless exactly N GPUs are visible."
 )
+@click.option(
+    "--num-workers",
+    metavar="N",
+    default=None,
+    help="DataLoader num_workers of each rank: /dev/shm must hold the batches of local "
+    "ranks x N workers, and NCCL's segments.",
+)
 @click.option("--strict", is_flag=True, default=False, help="Exit 1 on warnings too.")
 @deep_option
 @output_options
@@ -315,6 +324,7 @@ def check(
     model_dtype: str | None,
     tf32: bool,
     expect_gpus: str | None,
+    num_workers: str | None,
     strict: bool,
     deep: bool,
     quiet: bool,

@@ -43,6 +43,8 @@ INT_RANGES: dict[str, tuple[int, int]] = {
     "batch_size": (1, MAX_BATCH_SIZE),
     "nproc_per_node": (1, MAX_DEVICES),
     "expect_gpus": (0, MAX_DEVICES),
+    # DataLoader workers per rank: far above the cores any node has.
+    "num_workers": (0, MAX_DEVICES),
 }
 
 #: (lowest, highest) allowed entry of each list-of-ordinals field.

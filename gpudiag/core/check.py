@@ -34,7 +34,7 @@ from gpudiag.core.prelaunch import ddp_findings
 from gpudiag.core.rank_devices import set_device_roles
 from gpudiag.core.request import FROM_SNAPSHOT as FROM_SNAPSHOT
 from gpudiag.core.request import CheckRequest, _FromSnapshot
-from gpudiag.core.topology import topology_findings
+from gpudiag.core.topology import nccl_uses_shm, topology_findings
 from gpudiag.launch.deepspeed import deepspeed_devices
 from gpudiag.launch.table import present_launchers
 
@@ -262,7 +262,13 @@ def run_check(
     findings += precision_findings(
         snapshot, resolution, tf32=r.tf32, amp=r.amp, model_dtype=r.model_dtype
     )
-    findings += topology_findings(snapshot, resolution, nproc_per_node=nproc_per_node)
+    findings += topology_findings(
+        snapshot,
+        resolution,
+        nproc_per_node=nproc_per_node,
+        num_workers=r.num_workers,
+        nccl_shm=nccl_uses_shm(snapshot, env, r.backend),
+    )
 
     findings = as_the_job_intends(findings, r, resolution, env)
     final = _dedupe(findings)

@@ -205,13 +205,15 @@ def _power_cap(g: GpuGroup, power_limit_w: float | None) -> tuple[str, str]:
 
 def _gpu_health(gpu: Gpu) -> list[PerGpu]:
     out: list[PerGpu] = []
-    if gpu.processes:
-        used = sum(p.used_memory_mib or 0 for p in gpu.processes)
+    # This job's own processes (schema 1.4, TOPO-MEMORY-OWN-JOB) are not "other" ones.
+    others = [p for p in gpu.processes if p.this_job is not True]
+    if others:
+        used = sum(p.used_memory_mib or 0 for p in others)
         procs = ", ".join(
             ("pid redacted" if p.pid is None else f"pid {p.pid}")
             + (f" {p.name}" if p.name else "")
             + (f" ({p.used_memory_mib} MiB)" if p.used_memory_mib is not None else "")
-            for p in gpu.processes
+            for p in others
         )
         free = (
             f" {gpu.memory_total_mib - (gpu.memory_used_mib or used)} MiB of "
@@ -219,12 +221,13 @@ def _gpu_health(gpu: Gpu) -> list[PerGpu]:
             if gpu.memory_total_mib is not None
             else ""
         )
-        params: tuple[Hashable, ...] = (len(gpu.processes), procs, used, free)
+        params: tuple[Hashable, ...] = (len(others), procs, used, free)
         out.append(
             PerGpu(gpu, "HEALTH-FOREIGN-PROCESSES", "warning", _in_use, params, OUT_OF_MEMORY)
         )
     elif (
-        gpu.memory_used_mib is not None
+        not gpu.processes
+        and gpu.memory_used_mib is not None
         and gpu.memory_total_mib
         and gpu.memory_used_mib > max(1024, gpu.memory_total_mib // 10)
     ):

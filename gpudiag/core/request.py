@@ -187,6 +187,8 @@ class CheckRequest:
         model_dtype: the dtype the model was trained in.
         tf32: the job switches TF32 on.
         expect_gpus: the number of GPUs the job must see, or None.
+        num_workers: the DataLoader ``num_workers`` of each rank (the ``/dev/shm`` rule
+            counts local ranks x (1 + workers)), or None when not said.
     """
 
     visible: str | _FromSnapshot | None = FROM_SNAPSHOT
@@ -212,6 +214,7 @@ class CheckRequest:
     model_dtype: str | None = None
     tf32: bool = False
     expect_gpus: int | None = None
+    num_workers: int | None = None
 
     def __post_init__(self) -> None:
         for name, value in _validated(self).items():
@@ -281,6 +284,7 @@ def _validated(r: CheckRequest) -> dict[str, object]:
         "batch_size",
         "nproc_per_node",
         "expect_gpus",
+        "num_workers",
     ):
         value = getattr(r, name)
         if value is not None and not _is_int(value):
@@ -295,6 +299,7 @@ def _validated(r: CheckRequest) -> dict[str, object]:
     _at_least("batch_size", r.batch_size, 1)
     _at_least("nproc_per_node", r.nproc_per_node, 1)
     _at_least("expect_gpus", r.expect_gpus, 0)
+    _at_least("num_workers", r.num_workers, 0)
     _at_least("local_rank", r.local_rank, 0)
     if r.module_device is not None and module_device_key(r.module_device) is None:
         raise RequestError(

@@ -28,7 +28,7 @@ Sources, one per rule (also in ``docs/findings.md``):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from gpudiag.core.describe import join_and
 from gpudiag.core.topology_gpu import fabric_findings, numa_findings, nvlink_findings, pcie_findings
@@ -51,9 +51,17 @@ _PASSTHROUGH_ARGS = ("iommu=pt", "iommu.passthrough=1", "iommu.passthrough=on")
 
 
 def topology_findings(
-    snapshot: Snapshot, resolution: Resolution, *, nproc_per_node: int | None = None
+    snapshot: Snapshot,
+    resolution: Resolution,
+    *,
+    nproc_per_node: int | None = None,
+    num_workers: int | None = None,
+    nccl_shm: bool = True,
 ) -> list[Finding]:
-    """Every TOPO- finding for the GPUs ``resolution`` selects (run by ``check``)."""
+    """Every TOPO- finding for the GPUs ``resolution`` selects (run by ``check``).
+
+    ``num_workers`` is the DataLoader's per rank, when the job says it; ``nccl_shm`` is
+    False when NCCL will not use /dev/shm (:func:`nccl_uses_shm`)."""
     gpus = selected_gpus(snapshot, resolution)
     out: list[Finding] = []
     out += p2p_findings(snapshot, gpus)
@@ -63,8 +71,22 @@ def topology_findings(
     out += fabric_findings(gpus)
     out += pcie_findings(gpus)
     out += numa_findings(snapshot, gpus)
-    out += host_piece_findings(snapshot, gpus, nproc_per_node=nproc_per_node)
+    out += host_piece_findings(
+        snapshot, gpus, nproc_per_node=nproc_per_node, num_workers=num_workers, nccl_shm=nccl_shm
+    )
     return out
+
+
+def nccl_uses_shm(snapshot: Snapshot, env: Mapping[str, str], backend: str | None) -> bool:
+    """NCCL will put its segments in /dev/shm: the backend is not gloo, and
+    ``NCCL_SHM_DISABLE`` (the launch's environment first, then the snapshot's recorded
+    NCCL variables) is not a non-zero number (NCCL user guide, Environment Variables)."""
+    if backend == "gloo":
+        return False
+    recorded = snapshot.node.nccl_env if snapshot.node is not None else {}
+    value = env.get("NCCL_SHM_DISABLE", recorded.get("NCCL_SHM_DISABLE"))
+    text = (value or "").strip()
+    return not (text.lstrip("-").isdigit() and int(text) != 0)
 
 
 # ----------------------------------------------------------------- pairs and links

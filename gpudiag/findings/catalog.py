@@ -292,6 +292,12 @@ _TOPOLOGY: _Rows = (
         "warning",
         "GPU memory held by a PID absent from this namespace",
     ),
+    ("TOPO-MEMORY-OTHER-JOB", "warning|info", "GPU memory held by a live process of another job"),
+    (
+        "TOPO-MEMORY-OWN-JOB",
+        "info|warning",
+        "GPU memory held by this job's processes (several on one GPU: contexts on cuda:0)",
+    ),
 )
 
 _FLEET: _Rows = (

@@ -327,6 +327,10 @@ DATALOADER_BUS_ERROR = (
     "possible that dataloader's workers are out of shared memory. Please try to raise your "
     "shared memory limit."
 )
+#: torch 2.13 aten/src/ATen/MapAllocator.cpp (MapAllocator, the ``write(fd, "", 1)`` after
+#: ``ftruncate``): a DataLoader worker's batch that no longer fits in /dev/shm under the
+#: file_descriptor sharing strategy; ``{name}`` is torch's ``torch_<pid>_<n>_<k>``.
+SHM_WRITE_FAILED = "RuntimeError: unable to write to file </{name}>: No space left on device (28)"
 #: cudaGetErrorString(cudaErrorSystemNotReady, 802): the fabric manager has not yet set
 #: up an NVSwitch system's GPUs; torch reports it through device_count_impl's default
 #: case (:func:`unexpected_device_count`).

@@ -7,7 +7,7 @@ from typing import Any
 
 from gpudiag.core.cudacompat import driver_supports
 from gpudiag.core.inventory import Inventory, InventoryRow
-from gpudiag.model import Finding, Gpu, Resolution, Snapshot, uuid_key
+from gpudiag.model import Finding, Gpu, GpuProcess, Resolution, Snapshot, uuid_key
 from gpudiag.render.findings import render_findings, sort_findings
 from gpudiag.render.mapping import short_pci_bus_id
 from gpudiag.render.table import fit_column, format_table
@@ -204,13 +204,26 @@ def quiet_line(snapshot: Snapshot, resolution: Resolution, findings: Sequence[Fi
     )
 
 
+def _whose(proc: GpuProcess) -> str:
+    """`` · this job``, `` · Slurm job 48190``, `` · no such PID here`` (schema 1.2, 1.4)."""
+    if proc.in_pid_namespace is False:
+        return " · no such PID here"
+    state = f", state {esc(proc.proc_state, 4)}" if proc.proc_state in ("D", "Z") else ""
+    if proc.this_job is True:
+        return f" · this job{state}"
+    if proc.this_job is False:
+        job = f" (Slurm job {esc(proc.slurm_job_id, 20)})" if proc.slurm_job_id else ""
+        return f" · another job{job}{state}"
+    return f" · state {esc(proc.proc_state, 4)}" if state else ""
+
+
 def _processes(snapshot: Snapshot) -> list[str]:
     lines = []
     for gpu in snapshot.gpus:
         for proc in gpu.processes:
             lines.append(
                 f"GPU {gpu.nvml_index}: pid {proc.pid} {esc(proc.name or '?', 40)} "
-                f"{_na(proc.used_memory_mib, ' MiB')}"
+                f"{_na(proc.used_memory_mib, ' MiB')}{_whose(proc)}"
             )
     return lines
 
@@ -253,8 +266,11 @@ def render_list(
         table: list[list[str]] = []
         for row in inventory.rows:
             table.extend(_gpu_rows(row, resolution, cols))
-        # The Name column gives way first when the terminal is narrow.
-        out.append(format_table(cols.headers(), fit_column(cols.headers(), table, width, 2)))
+        # The Name column gives way first when the terminal is narrow: down to 8
+        # characters, which a node with 5-digit memory use and a "Seen by" column
+        # needs at 80 columns (a100x8_slurm_holders.json).
+        fitted = fit_column(cols.headers(), table, width, 2, minimum=8)
+        out.append(format_table(cols.headers(), fitted))
     out.append("")
     out += wrap(_versions_text(snapshot), width)
     out += wrap(_status_text(snapshot, style.verbosity >= 2), width)

@@ -58,6 +58,10 @@ def _process_from_json(raw: object, where: str) -> GpuProcess:
         used_memory_mib=_opt(d, "used_memory_mib", int, where),
         name=_opt(d, "name", str, where),
         in_pid_namespace=_opt(d, "in_pid_namespace", bool, where),
+        this_job=_opt(d, "this_job", bool, where),
+        this_job_by=_opt(d, "this_job_by", str, where),
+        slurm_job_id=_opt(d, "slurm_job_id", str, where),
+        proc_state=_opt(d, "proc_state", str, where),
     )
 
 
@@ -209,6 +213,7 @@ def host_from_json(raw: object) -> HostInfo | None:
         dev_shm_free_mib=_opt(d, "dev_shm_free_mib", int, where),
         nvidia_uvm_loaded=_opt(d, "nvidia_uvm_loaded", bool, where),
         pci_gpus=pci_gpus_from_json(d, where),
+        host_pid_namespace=_opt(d, "host_pid_namespace", bool, where),
     )
 
 

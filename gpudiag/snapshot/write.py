@@ -91,6 +91,10 @@ def gpu_to_json(gpu: Gpu) -> dict[str, Any]:
                 "used_memory_mib": p.used_memory_mib,
                 "name": p.name,
                 "in_pid_namespace": p.in_pid_namespace,
+                "this_job": p.this_job,
+                "this_job_by": p.this_job_by,
+                "slurm_job_id": p.slurm_job_id,
+                "proc_state": p.proc_state,
             }
             for p in gpu.processes
         ],
@@ -180,6 +184,7 @@ def host_to_json(host: HostInfo | None) -> dict[str, Any] | None:
         "dev_shm_free_mib": host.dev_shm_free_mib,
         "nvidia_uvm_loaded": host.nvidia_uvm_loaded,
         "pci_gpus": _pci_gpus_to_json(host.pci_gpus),
+        "host_pid_namespace": host.host_pid_namespace,
     }
 
 
