@@ -315,3 +315,97 @@ def test_torch_1_12_1_keeps_the_info(tmp_path: Path) -> None:
     assert "LINT-CVD-AFTER-IMPORT" in codes
     assert "LINT-CVD-AFTER-CUDA-INIT" not in codes
     assert doc["cuda_visible_devices"] == "1"
+
+
+# ---------------------------------------------------------------- branches and helpers
+
+
+def test_a_model_that_moves_itself_in_init_is_not_on_the_cpu() -> None:
+    found = _codes(
+        """
+        import os
+        import torch.nn as nn
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        class Net(nn.Module):
+            def __init__(self, device):
+                super().__init__()
+                self.fc = nn.Linear(2, 2)
+                self.to(device)
+
+        rank = int(os.environ["LOCAL_RANK"])
+        net = DDP(Net(f"cuda:{rank}"), device_ids=[rank])
+        meta = nn.Linear(2, 2)
+        meta.to_empty(device=f"cuda:{rank}")
+        other = DDP(meta, device_ids=[rank])
+        """,
+        "LINT-DDP-DEVICE-IDS-CPU",
+    )
+    assert found == [(16, "warning")]
+
+
+def test_cpu_collectives_under_a_default_device_are_not_reported() -> None:
+    found = _codes(
+        """
+        import torch
+        import torch.distributed as dist
+
+        dist.init_process_group("nccl")
+        torch.set_default_device("cuda")
+        dist.all_reduce(torch.zeros(1))
+        """,
+        "LINT-NCCL-CPU-TENSOR",
+    )
+    assert found == []
+
+
+def test_cvd_set_in_the_other_arm_of_the_cuda_call() -> None:
+    found = _found(
+        """
+        import os
+        import sys
+        import torch
+
+        if sys.argv[1] == "gpu":
+            x = torch.ones(1).cuda()
+        else:
+            os.environ["CUDA_VISIBLE_DEVICES"] = ""
+        os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+        """
+    )
+    assert [f for f in found if f[1] == "LINT-CVD-AFTER-CUDA-INIT"] == [
+        (10, "LINT-CVD-AFTER-CUDA-INIT", "error")
+    ]
+
+
+def test_a_mask_in_another_arm_does_not_renumber_the_ids() -> None:
+    found = _codes(
+        """
+        import os
+        import sys
+        import torch.nn as nn
+
+        if sys.argv[1] == "pair":
+            os.environ["CUDA_VISIBLE_DEVICES"] = "2,3"
+        else:
+            model = nn.DataParallel(nn.Linear(2, 2).cuda(), device_ids=[0, 1, 2, 3])
+        """,
+        "LINT-IDS-UNDER-MASK",
+    )
+    assert found == []
+
+
+def test_a_random_port_in_a_function_nothing_calls_is_info() -> None:
+    found = _codes(
+        """
+        import os
+        import random
+
+        def setup_env():
+            os.environ["MASTER_PORT"] = str(random.randint(20000, 30000))
+
+        rank = int(os.environ.get("RANK", 0))
+        """,
+        "LINT-MASTER-PORT-PER-RANK",
+    )
+    assert found == [(6, "info")]

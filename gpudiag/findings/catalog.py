@@ -366,7 +366,11 @@ _LINT: _Rows = (
         "error",
         "CUDA initialised before a fork-based launcher starts a CUDA child",
     ),
-    ("LINT-MASTER-PORT-PER-RANK", "error", "MASTER_PORT computed per rank: the ranks never meet"),
+    (
+        "LINT-MASTER-PORT-PER-RANK",
+        "error|info",
+        "MASTER_PORT computed per rank: the ranks never meet",
+    ),
     ("LINT-DDP-NO-SET-DEVICE", "error", "DDP ranks use the current device without set_device"),
     (
         "LINT-DEVICE-FROM-GLOBAL-RANK",

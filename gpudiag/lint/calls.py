@@ -125,7 +125,8 @@ class CallSemantics(ObjectCalls, Semantics):
                 self.inline(init, args, kwargs, skip_self=True)
             is_module = any("Module" in unparse(b) for b in cls.bases)
             # a model that puts its own layers on a GPU in __init__ is not on the CPU
-            dev: Dev | None = ("unknown", "?") if init is not None and uses_cuda(init) else None
+            moved = init is not None and (uses_cuda(init) or self.moves_itself(init))
+            dev: Dev | None = ("unknown", "?") if moved else None
             return Val(
                 kind="module" if is_module else "instance", node=node, extra=(name,), device=dev
             )

@@ -13,7 +13,7 @@ import ast
 import bisect
 
 from gpudiag.lint.facts import Facts
-from gpudiag.lint.syntax import dotted_key
+from gpudiag.lint.syntax import dotted_key, unparse
 
 #: calls that only look at a model: passing it to them moves nothing
 _LOOKS_ONLY = frozenset(
@@ -41,32 +41,65 @@ def _parents(facts: Facts) -> dict[int, ast.AST]:
     return parents
 
 
-def _arms(facts: Facts, node: ast.AST) -> dict[int, str]:
-    """``id(if node) -> "body"/"orelse"`` for every ``if`` (or ``x if c else y``) ``node``
-    lies in, and which arm."""
+def _chain(facts: Facts, node: ast.AST) -> list[tuple[ast.If | ast.IfExp, str]]:
+    """The ``if``s (and ``x if c else y``) around ``node``, innermost first, each with the
+    arm ``node`` is in."""
     parents = _parents(facts)
-    out: dict[int, str] = {}
-    child = node
-    parent = parents.get(id(child))
+    out: list[tuple[ast.If | ast.IfExp, str]] = []
+    child, parent = node, parents.get(id(node))
     while parent is not None:
         if isinstance(parent, (ast.If, ast.IfExp)):
             body = parent.body if isinstance(parent.body, list) else [parent.body]
             orelse = parent.orelse if isinstance(parent.orelse, list) else [parent.orelse]
             if any(s is child for s in body):
-                out[id(parent)] = "body"
+                out.append((parent, "body"))
             elif any(s is child for s in orelse):
-                out[id(parent)] = "orelse"
+                out.append((parent, "orelse"))
         child, parent = parent, parents.get(id(parent))
     return out
+
+
+def _condition(test: ast.expr, arm: str) -> tuple[str, bool]:
+    """``(the test's text, whether the arm runs when it holds)``; ``not x`` reads as x."""
+    holds = arm == "body"
+    while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test, holds = test.operand, not holds
+    return unparse(test), holds
+
+
+def handled_for_both(facts: Facts, access: ast.AST, wrap: ast.AST, attr: str) -> bool:
+    """Whether an attribute read through a wrapper sits where the script has already
+    told wrapped from bare: in an arm whose test asks (``hasattr(m, "module")``,
+    ``isinstance(m, DDP)``), the arm of the wrapper's own condition where it does not
+    wrap (``if distributed: m = DDP(m)`` … ``if distributed: … else: m.fc``), or an arm
+    whose other arm reads ``m.module.<attr>``."""
+    wrapped_when = {_condition(n.test, arm) for n, arm in _chain(facts, wrap)}
+    for node, arm in _chain(facts, access):
+        text, holds = _condition(node.test, arm)
+        if "isinstance(" in text or ("hasattr(" in text and "module" in text):
+            return True
+        if (text, not holds) in wrapped_when:
+            return True
+        other = node.orelse if arm == "body" else node.body
+        for sub in other if isinstance(other, list) else [other]:
+            for inner in ast.walk(sub):
+                if (
+                    isinstance(inner, ast.Attribute)
+                    and inner.attr == attr
+                    and isinstance(inner.value, ast.Attribute)
+                    and inner.value.attr == "module"
+                ):
+                    return True
+    return False
 
 
 def exclusive(facts: Facts, a: ast.AST, b: ast.AST) -> bool:
     """Whether ``a`` and ``b`` lie in different arms of one ``if``/``elif``/``else``:
     no run executes both."""
-    arms_a = _arms(facts, a)
+    arms_a = {id(node): arm for node, arm in _chain(facts, a)}
     if not arms_a:
         return False
-    arms_b = _arms(facts, b)
+    arms_b = {id(node): arm for node, arm in _chain(facts, b)}
     return any(arm != arms_b.get(key, arm) for key, arm in arms_a.items())
 
 
@@ -94,6 +127,11 @@ def _handed(facts: Facts, scope: ast.AST) -> dict[str, list[int]]:
         if not isinstance(node, ast.Call):
             continue
         func = node.func
+        if isinstance(func, ast.Attribute) and func.attr == "to_empty":
+            # model.to_empty(device=…): materialised on a device (meta-device init)
+            owner = dotted_key(func.value)
+            if owner is not None:
+                lines.setdefault(owner, []).append(getattr(node, "lineno", 0))
         if isinstance(func, ast.Name) and func.id in _LOOKS_ONLY:
             continue
         if isinstance(func, ast.Attribute) and func.attr in _LOG_METHODS:

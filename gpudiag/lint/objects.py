@@ -84,6 +84,23 @@ class ObjectCalls(ExprEval):
                     self.event("cuda_init", stmt, data={"what": what, "why": source})
                 return
 
+    def moves_itself(self, init: ast.AST) -> bool:
+        """Whether a class's ``__init__`` moves the new module (``self.to(device)``,
+        ``self.cuda()``, ``self.to_empty(…)``): then it is not known to be on the CPU.
+        Memoised per file, by node (a class made thousands of times is read once)."""
+        memo = self.facts.cache.setdefault("moves_itself", {})
+        assert isinstance(memo, dict)
+        if id(init) not in memo:
+            memo[id(init)] = any(
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("to", "cuda", "to_empty")
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "self"
+                for node in ast.walk(init)
+            )
+        return bool(memo[id(init)])
+
     # ------------------------------------------------------------------ values
 
     def dict_value(self, node: ast.Dict, vals: list[Val]) -> Val | None:

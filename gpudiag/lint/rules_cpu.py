@@ -19,6 +19,18 @@ from gpudiag.lint.values import Val, int_list
 _DEFAULT_DEVICE_RE = re.compile(r"set_default_device|with\s+torch\.device\(")
 
 
+def _default_device(facts: Facts) -> bool:
+    """The file sets a default device (``torch.set_default_device``, ``with
+    torch.device(…)``): modules and tensors are made there, which the walker does not
+    follow. Read from the text, once per file."""
+    found = facts.cache.get("default_device")
+    if not isinstance(found, bool):
+        found = facts.cache["default_device"] = any(
+            _DEFAULT_DEVICE_RE.search(line) for line in facts.source_lines
+        )
+    return found
+
+
 def ddp_cpu_rules(facts: Facts) -> list[Hit]:
     """DDP(module, device_ids=[…]) on a module the script builds on the CPU and never
     moves: its own class, ``torch.nn.*``, ``torchvision.models.*``, one looked up by name
@@ -29,7 +41,6 @@ def ddp_cpu_rules(facts: Facts) -> list[Hit]:
     (which may move it in place), none under a default device (``with torch.device``)."""
     out: list[Hit] = []
     gloo = any(e.data.get("backend") == "gloo" for e in facts.of("init_pg"))
-    default_device: bool | None = None
     for ev in facts.of("ddp"):
         ids = ev.data.get("ids")
         if not ev.data.get("ids_given") or not isinstance(ids, Val):
@@ -43,9 +54,7 @@ def ddp_cpu_rules(facts: Facts) -> list[Hit]:
         # only a model the script builds itself (its own class, torch.nn.*, torchvision)
         if not on_cpu or module.kind != "module":
             continue
-        if default_device is None:
-            default_device = any(_DEFAULT_DEVICE_RE.search(line) for line in facts.source_lines)
-        if default_device:
+        if _default_device(facts):
             continue  # built under a default device the walker does not follow
         from gpudiag.lint.flow import passed_to_a_call  # imported on a candidate only
 
@@ -97,6 +106,8 @@ def cpu_collective_rules(facts: Facts) -> list[Hit]:
     inits = facts.of("init_pg")
     if not inits or any(e.data.get("backend") != "nccl" for e in inits):
         return []
+    if facts.of("cpu_collective") and _default_device(facts):
+        return []  # tensors made under torch.set_default_device("cuda") are on the GPU
     out: list[Hit] = []
     for ev in facts.of("cpu_collective"):
         group = ev.text("group", "default")

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from gpudiag.lint import shown
 from gpudiag.lint.codes import Hit, hit
 from gpudiag.lint.facts import Event, Facts
-from gpudiag.lint.flow import exclusive
+from gpudiag.lint.flow import exclusive, handled_for_both
 from gpudiag.lint.rules_ckpt import checkpoint_rules as checkpoint_rules
 from gpudiag.lint.values import Val, as_int, device_of, int_list
 
@@ -146,8 +146,8 @@ def mask_rules(facts: Facts) -> tuple[list[Hit], set[int]]:
     explained: set[int] = set()
     for ev in facts.of("dp", "ddp", "set_device", "placement"):
         mask = script_mask(facts, ev)
-        if mask is None:
-            continue
+        if mask is None or exclusive(facts, mask[0].node, ev.node):
+            continue  # no mask, or one set in another arm of an if: never both
         # imported only for a script that sets a mask: start-up time
         from gpudiag.core.dataparallel import INVALID_DEVICE_ID, INVALID_ORDINAL
 
@@ -339,6 +339,9 @@ def wrapper_attribute_rules(facts: Facts) -> list[Hit]:
         if (ev.line, attr) in seen or ev.val is None:
             continue
         seen.add((ev.line, attr))
+        wrap = ev.val.node
+        if wrap is not None and handled_for_both(facts, ev.node, wrap, attr):
+            continue  # issue 17: `if distributed: m.module.x … else: m.x`
         attr, cls = shown.text(attr), shown.text(cls)
         wrapper = "DataParallel" if ev.val.kind == "dp" else "DistributedDataParallel"
         out.append(

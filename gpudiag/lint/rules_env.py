@@ -16,6 +16,7 @@ from gpudiag.findings.texts import FORK_ERROR
 from gpudiag.lint import shown
 from gpudiag.lint.codes import Hit, hit
 from gpudiag.lint.facts import Event, Facts
+from gpudiag.lint.flow import exclusive
 
 _MASK_VARS = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
 
@@ -24,6 +25,19 @@ def cuda_init_before(facts: Facts, ev: Event) -> Event | None:
     """The first CUDA initialisation in ``ev``'s process that runs before it."""
     first = facts.first_in("cuda_init", ev.proc)
     return first if first is not None and first.seq < ev.seq else None
+
+
+def _init_in_the_same_run(facts: Facts, ev: Event) -> Event | None:
+    """A CUDA initialisation before ``ev`` that can run in the same run: the first one,
+    else the last one before ``ev``, unless written in another arm of an ``if`` than
+    ``ev`` (``if gpu: x.cuda()`` / ``else: os.environ[...] = ""``)."""
+    first = cuda_init_before(facts, ev)
+    if first is None or not exclusive(facts, first.node, ev.node):
+        return first
+    last = facts.last_before("cuda_init", ev.proc, ev.seq)
+    if last is not None and not exclusive(facts, last.node, ev.node):
+        return last
+    return None
 
 
 def _torch_imported_before(facts: Facts, ev: Event) -> Event | None:
@@ -81,7 +95,9 @@ def cvd_rules(facts: Facts) -> list[Hit]:
         var = ev.text("var")
         if var not in _MASK_VARS:
             continue
-        init = cuda_init_before(facts, ev) or _import_init_before(facts, ev, "import_cuda_init")
+        init = _init_in_the_same_run(facts, ev) or _import_init_before(
+            facts, ev, "import_cuda_init"
+        )
         if init is not None:
             out.append(_after_init_hit(ev, init))
             continue
@@ -194,12 +210,15 @@ def master_port_rules(facts: Facts) -> list[Hit]:
         if not (per_rank or random_here):
             continue
         why = "from the rank" if per_rank else "at random in every rank's process"
+        # a random port in a function the file never calls: who calls it (the launching
+        # process, once, or every rank) is not visible
+        unseen = not per_rank and not in_child and ev.proc.startswith("def:")
         out.append(
             hit(
                 ev.line,
                 ev.col,
                 "LINT-MASTER-PORT-PER-RANK",
-                "error",
+                "info" if unseen else "error",
                 f"MASTER_PORT is computed {why}: each rank then looks for the rendezvous on "
                 "its own port, so the ranks never meet and init_process_group() waits until "
                 "it times out.",
