@@ -17,11 +17,14 @@ warning.
 
 from __future__ import annotations
 
+import ast
+import re
 from dataclasses import dataclass
 
 from gpudiag.lint.codes import Hit, hit
 from gpudiag.lint.facts import Event, Facts
 from gpudiag.lint.objects import loaded_parts
+from gpudiag.lint.syntax import dotted_key
 
 _MODULE_KINDS = frozenset({"module", "dp", "ddp"})
 
@@ -148,6 +151,29 @@ def _mismatch_hit(ld: Event, m: _Match) -> Hit:
     return hit(ld.line, ld.col, "LINT-CKPT-PREFIX-MISMATCH", "warning", msg, fix, predicts)
 
 
+_RESTORES = re.compile(r"load|restore|resume|restart|checkpoint", re.IGNORECASE)
+
+
+def _loaded_back_by_a_helper(facts: Facts) -> bool:
+    """Whether a wrapper is handed to a function that, by its name, loads a checkpoint
+    (``utils.restart_from_checkpoint(path, state_dict=ddp_model)``, DINO's eval_linear):
+    the wrapper's own checkpoint is then read back into the wrapper, in another module."""
+    wrappers = {e.data.get("bound_to") for e in facts.of("dp", "ddp")} - {None}
+    if not wrappers or facts.tree is None:
+        return False
+    for node in ast.walk(facts.tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if not _RESTORES.search(name):
+            continue
+        given = [*node.args, *(k.value for k in node.keywords)]
+        if any(dotted_key(arg) in wrappers for arg in given):
+            return True
+    return False
+
+
 def checkpoint_rules(facts: Facts) -> list[Hit]:
     saves = facts.of("save")
     if not saves or facts.strips_prefix:
@@ -170,6 +196,8 @@ def checkpoint_rules(facts: Facts) -> list[Hit]:
             inside = {w for _, w in named} if isinstance(named, tuple) else set()
             if sv.data.get("which") != "wrapped" and "wrapped" not in inside:
                 continue
+            if _loaded_back_by_a_helper(facts):
+                break
             out.append(
                 hit(
                     sv.line,
