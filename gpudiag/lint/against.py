@@ -238,18 +238,22 @@ DUPLICATES: Mapping[str, frozenset[str]] = {
         }
     ),
     "LINT-DP-MODULE-DEVICE": frozenset({"DP-MODULE-DEVICE-MISMATCH"}),
-    # under torch 1.12.0 the info "set after import torch … works" is wrong: --check says so
-    "LINT-CVD-AFTER-IMPORT": frozenset({"LINT-CVD-AFTER-CUDA-INIT"}),
 }
+#: Lint findings that a finding ``--check`` adds on the same line corrects: under torch
+#: 1.12.0 the info "set after import torch … this works" is wrong, and the snapshot's
+#: torch version says so (:func:`~gpudiag.lint.rules_env.torch_import_inits`).
+CORRECTED: Mapping[str, str] = {"LINT-CVD-AFTER-IMPORT": "LINT-CVD-AFTER-CUDA-INIT"}
 
 
 def merge(lint_hits: list[Hit], check_hits: list[Hit]) -> list[Hit]:
     """Both lists; a lint finding that :data:`DUPLICATES` a check finding on the same
-    line is dropped (the validator's names the physical GPUs)."""
+    line is dropped (the validator's names the physical GPUs), and so is one a finding
+    of ``--check`` :data:`CORRECTED` on that line."""
     covered = {(h.line, h.finding.code) for h in check_hits}
     kept = [
         h
         for h in lint_hits
         if not any((h.line, code) in covered for code in DUPLICATES.get(h.finding.code, ()))
+        and (h.line, CORRECTED.get(h.finding.code)) not in covered
     ]
     return kept + check_hits
