@@ -359,7 +359,7 @@ _LINT: _Rows = (
     ),
     (
         "LINT-CVD-AFTER-CUDA-INIT",
-        "error",
+        "error|warning",
         "CUDA_VISIBLE_DEVICES set after CUDA initialised: ignored",
     ),
     (
@@ -372,7 +372,11 @@ _LINT: _Rows = (
         "error",
         "CUDA initialised before a fork-based launcher starts a CUDA child",
     ),
-    ("LINT-MASTER-PORT-PER-RANK", "error", "MASTER_PORT computed per rank: the ranks never meet"),
+    (
+        "LINT-MASTER-PORT-PER-RANK",
+        "error|info",
+        "MASTER_PORT computed per rank: the ranks never meet",
+    ),
     ("LINT-DDP-NO-SET-DEVICE", "error", "DDP ranks use the current device without set_device"),
     (
         "LINT-DEVICE-FROM-GLOBAL-RANK",
@@ -381,7 +385,7 @@ _LINT: _Rows = (
     ),
     (
         "LINT-DDP-DEVICE-IDS-CPU",
-        "error",
+        "error|warning",
         "DistributedDataParallel(device_ids=…) on a module still on the CPU",
     ),
     (
@@ -396,11 +400,11 @@ _LINT: _Rows = (
     ),
     ("LINT-SAMPLER-SHUFFLE", "error", "DataLoader with both sampler= and shuffle=True"),
     ("LINT-IDS-UNDER-MASK", "error", "a GPU index missing under the script's CUDA_VISIBLE_DEVICES"),
-    ("LINT-DP-MODULE-DEVICE", "error", "DataParallel's module is not on device_ids[0]"),
+    ("LINT-DP-MODULE-DEVICE", "error|info", "DataParallel's module is not on device_ids[0]"),
     ("LINT-CKPT-SAVE-WRAPPED", "warning", "a checkpoint saved from the DataParallel/DDP wrapper"),
     (
         "LINT-CKPT-PREFIX-MISMATCH",
-        "error",
+        "error|warning",
         "a checkpoint loaded across the wrapper: the 'module.' prefix",
     ),
     (
@@ -421,7 +425,11 @@ _LINT: _Rows = (
         "error",
         "mp.spawn(args=(x)): one value in parentheses is not a tuple",
     ),
-    ("LINT-NCCL-CPU-TENSOR", "error", "a collective on a CPU tensor in an NCCL-only process group"),
+    (
+        "LINT-NCCL-CPU-TENSOR",
+        "error|info",
+        "a collective on a CPU tensor in an NCCL-only process group",
+    ),
     (
         "LINT-RENDEZVOUS-ENV-MISSING",
         "error",

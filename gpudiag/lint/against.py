@@ -22,6 +22,7 @@ from gpudiag.lint.codes import Hit
 from gpudiag.lint.exprs import MAX_CONST_ITEMS
 from gpudiag.lint.facts import Event, Facts
 from gpudiag.lint.rules_dp import script_mask
+from gpudiag.lint.rules_env import torch_import_inits
 from gpudiag.lint.values import Val, as_int, int_list
 from gpudiag.model import Snapshot
 
@@ -202,10 +203,21 @@ def check_script(
     env: Mapping[str, str],
     driver: DriverAsker | None = None,
 ) -> tuple[list[Hit], Report]:
-    """Run ``check`` with the script's values; its findings placed at the script's lines."""
+    """Run ``check`` with the script's values; its findings placed at the script's lines.
+
+    The snapshot knows torch's version, which lint alone does not: under torch 1.12.0
+    ``import torch`` initialised CUDA, so a CUDA_VISIBLE_DEVICES set after it is ignored
+    (LINT-CVD-AFTER-CUDA-INIT, :func:`~gpudiag.lint.rules_env.torch_import_inits`) and
+    check runs with the mask the process really has."""
     v = script_values(facts)
+    torch_version = snapshot.torch.version if snapshot.torch is not None else None
+    hits: list[Hit] = torch_import_inits(facts, torch_version)
+    ignored = {h.line for h in hits}
+    if v.visible is not None and v.visible[1].line in ignored:
+        v.visible = None
+    if v.order is not None and v.order[1].line in ignored:
+        v.order = None
     report = run_check(snapshot, script_request(v), env=env, driver=driver)
-    hits: list[Hit] = []
     for finding in report.findings:
         ev = _line_for(finding.code, v)
         if ev is not None:
@@ -227,15 +239,21 @@ DUPLICATES: Mapping[str, frozenset[str]] = {
     ),
     "LINT-DP-MODULE-DEVICE": frozenset({"DP-MODULE-DEVICE-MISMATCH"}),
 }
+#: Lint findings that a finding ``--check`` adds on the same line corrects: under torch
+#: 1.12.0 the info "set after import torch … this works" is wrong, and the snapshot's
+#: torch version says so (:func:`~gpudiag.lint.rules_env.torch_import_inits`).
+CORRECTED: Mapping[str, str] = {"LINT-CVD-AFTER-IMPORT": "LINT-CVD-AFTER-CUDA-INIT"}
 
 
 def merge(lint_hits: list[Hit], check_hits: list[Hit]) -> list[Hit]:
     """Both lists; a lint finding that :data:`DUPLICATES` a check finding on the same
-    line is dropped (the validator's names the physical GPUs)."""
+    line is dropped (the validator's names the physical GPUs), and so is one a finding
+    of ``--check`` :data:`CORRECTED` on that line."""
     covered = {(h.line, h.finding.code) for h in check_hits}
     kept = [
         h
         for h in lint_hits
         if not any((h.line, code) in covered for code in DUPLICATES.get(h.finding.code, ()))
+        and (h.line, CORRECTED.get(h.finding.code)) not in covered
     ]
     return kept + check_hits

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 from gpudiag.lint import names as N
+from gpudiag.lint.objects import ObjectCalls
 from gpudiag.lint.semantics import Semantics
 from gpudiag.lint.syntax import (
     argument,
@@ -43,7 +44,7 @@ _POOL_METHODS = frozenset(
 #: nn.Module's own attributes and methods: a wrapper has them too (torch 2.13 nn.Module)
 
 
-class CallSemantics(Semantics):
+class CallSemantics(ObjectCalls, Semantics):
     """Call handling; :class:`~gpudiag.lint.walker.Walker` adds statements and inlining."""
 
     # ------------------------------------------------------------------ entry
@@ -67,10 +68,11 @@ class CallSemantics(Semantics):
                 self.event("dp_forward", node, data={"dp": target.node})
         path = self.resolve(func)
         obj: Val | None = None
+        callee = UNKNOWN
         if path is None and isinstance(func, ast.Attribute):
             obj = self.eval(func.value)
         elif path is None:
-            self.eval(func)
+            callee = self.eval(func)
         args = [self.eval(a) for a in node.args]
         kwargs = [(k.arg or "", self.eval(k.value)) for k in node.keywords]
         if path is not None:
@@ -81,6 +83,9 @@ class CallSemantics(Semantics):
             return self.call_method(func.attr, obj, func.value, node, args, dict(kwargs))
         if isinstance(func, ast.Name):
             return self.call_name(func.id, node, args, kwargs)
+        if callee.kind == "model_factory":
+            # models.__dict__[arch](), getattr(models, arch)(): a model, on the CPU
+            return Val(kind="module", node=node, device=self.constructor_device(dict(kwargs)))
         return weak([*args, *(v for _, v in kwargs)])
 
     # ------------------------------------------------------------------ plain names
@@ -88,6 +93,9 @@ class CallSemantics(Semantics):
     def call_name(
         self, name: str, node: ast.Call, args: list[Val], kwargs: list[tuple[str, Val]]
     ) -> Val:
+        factory = self.getattr_factory(name, args)
+        if factory is not None:
+            return factory
         if name in ("int", "str", "float") and args:
             inner = args[0]
             # scalars only: str() of a list bound to a name costs its length at each use
@@ -117,7 +125,8 @@ class CallSemantics(Semantics):
                 self.inline(init, args, kwargs, skip_self=True)
             is_module = any("Module" in unparse(b) for b in cls.bases)
             # a model that puts its own layers on a GPU in __init__ is not on the CPU
-            dev: Dev | None = ("unknown", "?") if init is not None and uses_cuda(init) else None
+            moved = init is not None and (uses_cuda(init) or self.moves_itself(init))
+            dev: Dev | None = ("unknown", "?") if moved else None
             return Val(
                 kind="module" if is_module else "instance", node=node, extra=(name,), device=dev
             )
@@ -126,6 +135,9 @@ class CallSemantics(Semantics):
     # ------------------------------------------------------------------ imported paths
 
     def call_path(self, path: str, node: ast.Call, args: list[Val], kw: dict[str, Val]) -> Val:
+        made = self.object_call(path, node, args, kw)
+        if made is not None:
+            return made
         if path in ("os.getenv", "os.environ.get") and args:
             if args[0].has_const and isinstance(args[0].const, str):
                 return Val(tags=self.env_read(args[0].const), node=node)
@@ -206,21 +218,6 @@ class CallSemantics(Semantics):
         if path in N.AUTOCAST:
             self.autocast(path, node, args, kw)
             return Val(kind="autocast", node=node)
-        if path in N.TORCH_SAVE and args:
-            sd = args[0]
-            if sd.kind == "state_dict" and sd.extra in (("wrapped",), ("bare",)):
-                self.event("save", node, data={"wrapped": sd.extra == ("wrapped",)})
-            return UNKNOWN
-        if path in N.TORCH_LOAD:
-            return Val(kind="loaded", node=node)
-        if path in N.COLLECTIVES:
-            tensor_node = argument(node, 0, "tensor")
-            tensor = self.peek_val(tensor_node)
-            if tensor_node is not None and path.endswith("all_gather") and args:
-                tensor = args[1] if len(args) > 1 else UNKNOWN
-            if tensor.kind == "tensor" and (tensor.device is None or tensor.device[0] == "cpu"):
-                self.event("cpu_collective", node, data={"what": path.rsplit(".", 1)[-1]})
-            return UNKNOWN
         if path in N.TENSOR_FACTORIES:
             self.device_kwarg(node, kw)
             device = kw.get("device")
@@ -231,9 +228,9 @@ class CallSemantics(Semantics):
         if any(path.startswith(p) for p in N.RANDOM_SOURCES):
             return Val(tags=frozenset({"RANDOM"}), node=node)
         if path.startswith("torch.nn.") and path.rsplit(".", 1)[-1][:1].isupper():
-            return Val(kind="module", node=node)
+            return Val(kind="module", node=node, device=self.constructor_device(kw))
         if path.startswith("torchvision.models."):
-            return Val(kind="module", node=node)
+            return Val(kind="module", node=node, device=self.constructor_device(kw))
         self.device_kwarg(node, kw)
         return weak([*args, *kw.values()])
 
@@ -305,10 +302,12 @@ class CallSemantics(Semantics):
                 self.event(
                     "load",
                     node,
-                    data={
+                    args[0],
+                    {
                         "wrapped": obj.kind in ("dp", "ddp"),
                         "key": key or "",
                         "lenient": strict is not None and strict.has_const and not strict.const,
+                        "receiver": obj.kind or "",
                     },
                 )
             return UNKNOWN
@@ -333,7 +332,7 @@ class CallSemantics(Semantics):
             self.event("scaler_use", node, data={"method": meth})
             return UNKNOWN
         if obj.kind == "loaded" and meth in ("get", "pop", "items", "copy"):
-            return Val(kind="loaded", node=node)
+            return self.loaded_method(meth, obj, args, node)
         if meth in self.methods and (
             key == "self" or obj.kind in ("instance", "module") or key in self.classes
         ):

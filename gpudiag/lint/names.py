@@ -138,11 +138,46 @@ CUDA_INIT_FUNCS = frozenset(
     )
 )
 
+#: Private torch calls scripts use to ask for the GPU count or to start CUDA early:
+#: ``torch._C._cuda_getDeviceCount`` is the CUDA runtime's cudaGetDeviceCount (it runs
+#: cuInit; torch.cuda.is_available calls it), ``_cuda_init`` / ``_lazy_init`` initialise
+#: torch's CUDA state (torch/cuda/__init__.py, torch 2.13).
+CUDA_INIT_PRIVATE = frozenset(
+    {"torch._C._cuda_getDeviceCount", "torch._C._cuda_init", "torch.cuda._lazy_init"}
+)
+
+#: Modules whose import initialises CUDA, each with the source that says so and whether
+#: every release does (True: a context is created by design) or only some (False).
+IMPORTS_INIT_CUDA: dict[str, tuple[str, bool]] = {
+    # inducer/pycuda pycuda/autoinit.py and autoprimaryctx.py (at 66ae199 / 217fe8e): the
+    # module body runs cuda.init() and makes (or retains and pushes) a context
+    "pycuda.autoinit": ("pycuda/autoinit.py runs cuda.init() and makes a context", True),
+    "pycuda.autoprimaryctx": ("pycuda/autoprimaryctx.py runs cuda.init()", True),
+    # deepspeedai/DeepSpeed#7252 (import deepspeed initialises CUDA), #6810 (the
+    # CUDA_VISIBLE_DEVICES case, moved to device_count() first), #7918; made fork-safe
+    # only by PR #8078 (2026), so the releases in use still do it
+    "deepspeed": (
+        "DeepSpeed's accelerator and op checks at import call torch.cuda.is_available() "
+        "(deepspeedai/DeepSpeed#7252, #6810; releases before PR #8078)",
+        False,
+    ),
+}
+
 #: torch factories that make a tensor on the CPU unless given ``device=``
 TENSOR_FACTORIES = frozenset(
     "torch." + name
     for name in ("tensor", "zeros", "ones", "randn", "rand", "empty", "full", "arange", "randint")
 )
+#: Functions that build a model on the CPU (their result is a module), besides the
+#: ``torchvision.models.*`` constructors: timm/models/_factory.py ``create_model``,
+#: torchvision.models ``get_model`` (torchvision >= 0.14).
+MODEL_FACTORIES = frozenset(
+    {"timm.create_model", "timm.models.create_model", "torchvision.models.get_model"}
+)
+#: Where a script looks a model class up by name: ``models.__dict__[arch]()``,
+#: ``getattr(models, arch)()`` (pytorch/examples imagenet/main.py builds its model so).
+MODEL_REGISTRIES = frozenset({"torchvision.models", "timm.models", "models"})
+NEW_GROUP = frozenset({"torch.distributed.new_group"})
 #: torch.distributed collectives whose first argument is the tensor they work on
 COLLECTIVES = frozenset(
     "torch.distributed." + name
@@ -158,6 +193,19 @@ COLLECTIVES = frozenset(
         "recv",
     )
 )
+#: The position of ``group`` in each collective's signature (torch 2.13
+#: torch/distributed/distributed_c10d.py).
+COLLECTIVE_GROUP_ARG = {
+    "all_reduce": 2,
+    "broadcast": 2,
+    "reduce": 3,
+    "all_gather": 2,
+    "all_gather_into_tensor": 2,
+    "reduce_scatter_tensor": 3,
+    "all_to_all_single": 4,
+    "send": 2,
+    "recv": 2,
+}
 
 NN_MODULE_ATTRS = frozenset(
     # nn.Module's public methods and the attributes DataParallel / DistributedDataParallel

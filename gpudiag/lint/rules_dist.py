@@ -1,7 +1,9 @@
-"""DDP rules: set_device, global vs local rank, device_ids on a CPU module, samplers.
+"""DDP rules: set_device, global vs local rank, samplers, spawn and rendezvous.
 
-Sources (torch 2.13): torch/nn/parallel/distributed.py (the device_ids
-ValueError), torch/utils/data/distributed.py (``set_epoch``: "Otherwise, the same
+The rules on CPU objects in GPU calls (device_ids on a CPU module, a CPU tensor in an
+NCCL collective) live in :mod:`gpudiag.lint.rules_cpu`.
+
+Sources (torch 2.13): torch/utils/data/distributed.py (``set_epoch``: "Otherwise, the same
 ordering will be always used"), torch/utils/data/dataloader.py ("sampler option
 is mutually exclusive with shuffle"); the DDP tutorial (``torch.cuda.set_device``
 per rank) and NCCL's "Duplicate GPU detected" error for ranks on one GPU.
@@ -9,11 +11,13 @@ per rank) and NCCL's "Duplicate GPU detected" error for ranks on one GPU.
 
 from __future__ import annotations
 
-from gpudiag.findings.texts import DDP_DEVICE_IDS_CPU, NO_BACKEND_CPU, SAMPLER_SHUFFLE
+from gpudiag.findings.texts import SAMPLER_SHUFFLE
 from gpudiag.lint import shown
 from gpudiag.lint.codes import Hit, hit
 from gpudiag.lint.facts import Event, Facts
-from gpudiag.lint.values import GLOBAL_RANK_VARS, Val, int_list, rank_kind
+from gpudiag.lint.rules_cpu import cpu_collective_rules as cpu_collective_rules
+from gpudiag.lint.rules_cpu import ddp_cpu_rules as ddp_cpu_rules
+from gpudiag.lint.values import GLOBAL_RANK_VARS, Val, rank_kind
 
 
 def _uses_ddp(facts: Facts) -> bool:
@@ -130,51 +134,6 @@ def global_rank_rules(facts: Facts) -> list[Hit]:
                 "(or rank % torch.cuda.device_count()), then torch.cuda.set_device(local_rank).",
                 INVALID_ORDINAL + " (on every node but the first)",
                 "RANK",
-            )
-        )
-    return out
-
-
-def ddp_cpu_rules(facts: Facts) -> list[Hit]:
-    out: list[Hit] = []
-    gloo = any(e.data.get("backend") == "gloo" for e in facts.of("init_pg"))
-    for ev in facts.of("ddp"):
-        ids = ev.data.get("ids")
-        if not ev.data.get("ids_given") or not isinstance(ids, Val):
-            continue
-        if ids.has_const and not ids.const:  # None or []
-            continue
-        module = ev.val
-        if module is None:
-            continue
-        on_cpu = module.device is None or module.device[0] == "cpu"
-        # only a model the script builds itself (its own class, torch.nn.*, torchvision)
-        if not on_cpu or module.kind != "module":
-            continue
-        id_list = int_list(ids)
-        ids_text = (
-            shown.int_list(id_list) if id_list is not None else shown.text(ev.text("ids_text"))
-        )
-        out_val = ev.data.get("out")
-        out_text = "None"
-        if ev.data.get("out_given") and isinstance(out_val, Val):
-            out_text = _const_text(out_val.const) if out_val.has_const else "…"
-        backend = " (backend gloo)" if gloo else ""
-        out.append(
-            hit(
-                ev.line,
-                ev.col,
-                "LINT-DDP-DEVICE-IDS-CPU",
-                "error",
-                f"DistributedDataParallel gets device_ids={shown.text(ev.text('ids_text'))} but "
-                f"the module {shown.text(ev.text('module_text'))} is still on the CPU{backend}: "
-                "device_ids is only "
-                "for a module that lives on one GPU.",
-                "Move the module to its GPU first (model.to(local_rank)) and keep "
-                "device_ids=[local_rank]; for CPU training with gloo, drop device_ids: "
-                "DDP(model).",
-                DDP_DEVICE_IDS_CPU.format(ids=ids_text, out=out_text),
-                None,
             )
         )
     return out
@@ -333,36 +292,3 @@ def spawn_rules(facts: Facts) -> list[Hit]:
                 )
             )
     return out
-
-
-def cpu_collective_rules(facts: Facts) -> list[Hit]:
-    """A collective on a CPU tensor when the only backend is NCCL (torch 2.13: a process
-    group made with ``backend="nccl"`` has no CPU backend; with no backend given torch
-    creates gloo for CPU and NCCL for CUDA, so that case is fine)."""
-    inits = facts.of("init_pg")
-    if not inits or any(e.data.get("backend") != "nccl" for e in inits):
-        return []
-    return [
-        hit(
-            ev.line,
-            ev.col,
-            "LINT-NCCL-CPU-TENSOR",
-            "error",
-            f"dist.{ev.text('what')}() gets a tensor on the CPU, but the process group "
-            f"was made with backend='nccl' (line {inits[0].line}), which only moves CUDA "
-            "tensors.",
-            "Move the tensor to this rank's GPU first (t = t.cuda(), after "
-            "torch.cuda.set_device(local_rank)), or create the group with "
-            "backend='cpu:gloo,cuda:nccl' for CPU collectives.",
-            NO_BACKEND_CPU,
-            None,
-        )
-        for ev in facts.of("cpu_collective")
-    ]
-
-
-def _const_text(value: object) -> str:
-    """A constant from the script as torch's message prints it, bounded (issue 21)."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return shown.number(value)
-    return shown.text(str(value))

@@ -3,19 +3,21 @@
 Sources (torch 2.13): torch/nn/parallel/data_parallel.py (``DataParallel.__init__``
 checks every id with ``_get_device_index`` / ``get_device_properties``, which
 asserts "Invalid device id"; ``forward`` raises "module must have its parameters
-and buffers on device …"), torch/nn/modules/module.py (``load_state_dict``'s
-"Missing key(s)" / "Unexpected key(s)"), and the DataParallel tutorial's
-``model.module`` note. gpudiag.core.dataparallel predicts the same texts for
-``gpudiag check``.
+and buffers on device …"), and the DataParallel tutorial's ``model.module`` note.
+gpudiag.core.dataparallel predicts the same texts for ``gpudiag check``. The checkpoint
+rules live in :mod:`gpudiag.lint.rules_ckpt`.
 """
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass
 
 from gpudiag.lint import shown
 from gpudiag.lint.codes import Hit, hit
 from gpudiag.lint.facts import Event, Facts
+from gpudiag.lint.flow import exclusive, handled_for_both
+from gpudiag.lint.rules_ckpt import checkpoint_rules as checkpoint_rules
 from gpudiag.lint.values import Val, as_int, device_of, int_list
 
 
@@ -144,8 +146,8 @@ def mask_rules(facts: Facts) -> tuple[list[Hit], set[int]]:
     explained: set[int] = set()
     for ev in facts.of("dp", "ddp", "set_device", "placement"):
         mask = script_mask(facts, ev)
-        if mask is None:
-            continue
+        if mask is None or exclusive(facts, mask[0].node, ev.node):
+            continue  # no mask, or one set in another arm of an if: never both
         # imported only for a script that sets a mask: start-up time
         from gpudiag.core.dataparallel import INVALID_DEVICE_ID, INVALID_ORDINAL
 
@@ -191,26 +193,65 @@ def _wrapper_index(facts: Facts, kind: str) -> dict[int, list[Event]]:
     return index
 
 
-def _module_at_forward(facts: Facts, ev: Event) -> tuple[str, int | None] | None:
+def _moved_to(move: Event) -> tuple[str, int | None] | None:
+    dev = move.data.get("dev")
+    ordinal = move.data.get("ordinal")
+    if isinstance(dev, tuple) and dev[0] == "cpu":
+        return ("cpu", None)
+    return ("cuda", ordinal) if isinstance(ordinal, int) else None
+
+
+def _module_at_forward(
+    facts: Facts, ev: Event, first_id: int
+) -> tuple[tuple[str, int | None] | None, bool]:
     """Where DataParallel's module is when it runs: ("cuda", ordinal) / ("cpu", None),
-    or None when unknown. A later ``.cuda()``/``.to()`` on the wrapper moves it."""
-    moves = _wrapper_index(facts, "dp_moved").get(id(ev.node), [])
-    if moves and moves[-1].seq > ev.seq:
-        last = moves[-1]
-        dev = last.data.get("dev")
-        ordinal = last.data.get("ordinal")
-        if isinstance(dev, tuple) and dev[0] == "cpu":
-            return ("cpu", None)
-        return ("cuda", ordinal) if isinstance(ordinal, int) else None
+    or None when unknown; and whether a ``.cpu()``/``.to("cpu")`` on the wrapper put it
+    there. A later ``.cuda()``/``.to()`` on the wrapper moves it, unless it is written in
+    another arm of an ``if`` than the wrapper (issue 17: pytorch/examples imagenet wraps
+    in one arm, ``model.to(device)`` on the CPU in the ``else``)."""
+    moves = [m for m in _wrapper_index(facts, "dp_moved").get(id(ev.node), []) if m.seq > ev.seq]
+    for move in reversed(moves):
+        where = _moved_to(move)
+        if where is None or where == ("cuda", first_id):
+            return where, False  # no finding: no need to ask the syntax tree
+        if not exclusive(facts, move.node, ev.node):
+            bare = move.data.get("dev") == ("cuda", None)
+            if bare and _current_from_another_arm(facts, move, move.node):
+                return None, False
+            return where, where[0] == "cpu"
     module = ev.val
     if module is None:
-        return None
+        return None, False
     if module.device is None:
         forward = id(ev.node) in _wrapper_index(facts, "dp_forward")
-        return ("cpu", None) if module.kind == "module" and forward else None
+        return (("cpu", None) if module.kind == "module" and forward else None), False
     if module.device[0] == "cuda" and module.ordinal is not None:
-        return ("cuda", module.ordinal)
-    return None
+        bare = module.device[1] is None and module.node is not None
+        if bare and _current_from_another_arm(facts, ev, module.node):
+            return None, False
+        return ("cuda", module.ordinal), False
+    return None, False
+
+
+def _current_from_another_arm(facts: Facts, at: Event, placed: object) -> bool:
+    """Whether the ``set_device`` a bare ``.cuda()`` got its ordinal from (the last one
+    before ``at``) is written in another arm of an ``if`` than the ``.cuda()``."""
+    chosen = facts.last_before("set_device", at.proc, at.seq)
+    return (
+        chosen is not None and isinstance(placed, ast.AST) and exclusive(facts, chosen.node, placed)
+    )
+
+
+def _uses_cuda(facts: Facts) -> bool:
+    """Whether the script itself uses CUDA (DataParallel's own check aside): then it
+    runs where GPUs are visible."""
+    found = facts.cache.get("uses_cuda")
+    if not isinstance(found, bool):
+        found = facts.cache["uses_cuda"] = any(
+            e.text("what") not in ("DataParallel()", "DistributedDataParallel()")
+            for e in facts.of("cuda_init")
+        )
+    return found
 
 
 def dp_module_rules(facts: Facts, explained: set[int]) -> list[Hit]:
@@ -227,8 +268,11 @@ def dp_module_rules(facts: Facts, explained: set[int]) -> list[Hit]:
         first_id = ids[0] if ids else 0
         if not -(10**18) < first_id < 10**18:
             continue  # DataParallel refuses such an id before it runs (LINT-IDS-UNDER-MASK)
-        where = _module_at_forward(facts, ev)
+        where, put_on_cpu = _module_at_forward(facts, ev, first_id)
         if where is None or where == ("cuda", first_id):
+            continue
+        if put_on_cpu and not _uses_cuda(facts):
+            out.append(_cpu_only_hit(ev, first_id))
             continue
         from gpudiag.core.dataparallel import module_mismatch_text  # imported on a hit only
 
@@ -263,79 +307,25 @@ def dp_module_rules(facts: Facts, explained: set[int]) -> list[Hit]:
     return out
 
 
-def checkpoint_rules(facts: Facts) -> list[Hit]:
-    saves = facts.of("save")
-    loads = facts.of("load")
-    if not saves or facts.strips_prefix:
-        return []
-    out: list[Hit] = []
-    # the first save of each kind, found once (issue 21: each load scanned every save)
-    first_save = {
-        kind: next((s for s in saves if bool(s.data.get("wrapped")) == kind), None)
-        for kind in (True, False)
-    }
-    for ld in loads:
-        into_wrapper = bool(ld.data.get("wrapped"))
-        other = first_save[not into_wrapper]
-        if other is None:
-            continue
-        if into_wrapper:
-            msg = (
-                f"The checkpoint saved at line {other.line} holds a bare model's state_dict, "
-                "and it is loaded here into the DataParallel/DDP wrapper, whose keys start "
-                "with 'module.'."
-            )
-            predicts = (
-                "RuntimeError: Error(s) in loading state_dict for DistributedDataParallel: "
-                'Missing key(s) in state_dict: "module.…". Unexpected key(s) in state_dict: "…".'
-            )
-            fix = (
-                "Load into the inner model: model.module.load_state_dict(state_dict), or load "
-                "before wrapping the model."
-            )
-        else:
-            msg = (
-                f"The checkpoint saved at line {other.line} holds the DataParallel/DDP "
-                "wrapper's state_dict (every key starts with 'module.'), and it is loaded "
-                "here into a bare model."
-            )
-            predicts = (
-                "RuntimeError: Error(s) in loading state_dict for <model>: Missing key(s) in "
-                'state_dict: "…". Unexpected key(s) in state_dict: "module.…".'
-            )
-            fix = (
-                "Save the inner model: torch.save(model.module.state_dict(), path), or strip "
-                "the prefix: {k.removeprefix('module.'): v for k, v in state_dict.items()}."
-            )
-        if ld.data.get("lenient"):
-            predicts = (
-                "silent: with strict=False no key matches, so nothing is loaded and the model "
-                "keeps its random initial weights"
-            )
-        out.append(
-            hit(ld.line, ld.col, "LINT-CKPT-PREFIX-MISMATCH", "error", msg, fix, predicts, None)
-        )
-    if not loads:
-        for sv in saves:
-            if not sv.data.get("wrapped"):
-                continue
-            out.append(
-                hit(
-                    sv.line,
-                    sv.col,
-                    "LINT-CKPT-SAVE-WRAPPED",
-                    "warning",
-                    "This saves the DataParallel/DDP wrapper's state_dict: every key starts "
-                    "with 'module.', so loading the checkpoint into a bare model (for "
-                    "inference, or on one GPU) fails.",
-                    "Save the inner model: torch.save(model.module.state_dict(), path).",
-                    "RuntimeError: Error(s) in loading state_dict for <model>: Missing key(s) "
-                    'in state_dict: "…". Unexpected key(s) in state_dict: "module.…". '
-                    "(when loaded into the bare model)",
-                    None,
-                )
-            )
-    return out
+def _cpu_only_hit(ev: Event, first_id: int) -> Hit:
+    """DataParallel(model).cpu() in a script that never uses CUDA: with no GPU visible,
+    DataParallel.__init__ leaves device_ids empty and forward() calls the module itself
+    (torch 2.13 torch/nn/parallel/data_parallel.py); with GPUs it raises."""
+    from gpudiag.core.dataparallel import module_mismatch_text  # imported on a hit only
+
+    return hit(
+        ev.line,
+        ev.col,
+        "LINT-DP-MODULE-DEVICE",
+        "info",
+        "DataParallel's module is moved to the CPU and the script uses no GPU: this runs "
+        "only where no GPU is visible (DataParallel then calls the module itself); on a "
+        f"machine with GPUs DataParallel needs the module on cuda:{first_id}.",
+        "On a CPU-only path, call the model without DataParallel; else move it to "
+        f"cuda:{first_id}.",
+        module_mismatch_text(first_id, "cpu") + " (where a GPU is visible)",
+        f"cuda:{first_id}",
+    )
 
 
 def wrapper_attribute_rules(facts: Facts) -> list[Hit]:
@@ -349,6 +339,9 @@ def wrapper_attribute_rules(facts: Facts) -> list[Hit]:
         if (ev.line, attr) in seen or ev.val is None:
             continue
         seen.add((ev.line, attr))
+        wrap = ev.val.node
+        if wrap is not None and handled_for_both(facts, ev.node, wrap, attr):
+            continue  # issue 17: `if distributed: m.module.x … else: m.x`
         attr, cls = shown.text(attr), shown.text(cls)
         wrapper = "DataParallel" if ev.val.kind == "dp" else "DistributedDataParallel"
         out.append(

@@ -16,6 +16,7 @@ from gpudiag.findings.texts import FORK_ERROR
 from gpudiag.lint import shown
 from gpudiag.lint.codes import Hit, hit
 from gpudiag.lint.facts import Event, Facts
+from gpudiag.lint.flow import exclusive
 
 _MASK_VARS = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
 
@@ -24,6 +25,19 @@ def cuda_init_before(facts: Facts, ev: Event) -> Event | None:
     """The first CUDA initialisation in ``ev``'s process that runs before it."""
     first = facts.first_in("cuda_init", ev.proc)
     return first if first is not None and first.seq < ev.seq else None
+
+
+def _init_in_the_same_run(facts: Facts, ev: Event) -> Event | None:
+    """A CUDA initialisation before ``ev`` that can run in the same run: the first one,
+    else the last one before ``ev``, unless written in another arm of an ``if`` than
+    ``ev`` (``if gpu: x.cuda()`` / ``else: os.environ[...] = ""``)."""
+    first = cuda_init_before(facts, ev)
+    if first is None or not exclusive(facts, first.node, ev.node):
+        return first
+    last = facts.last_before("cuda_init", ev.proc, ev.seq)
+    if last is not None and not exclusive(facts, last.node, ev.node):
+        return last
+    return None
 
 
 def _torch_imported_before(facts: Facts, ev: Event) -> Event | None:
@@ -40,32 +54,56 @@ def _shown(ev: Event) -> str:
     return f"{shown.text(ev.text('var'))}={shown.quoted(value)}"
 
 
+def _import_init_before(facts: Facts, ev: Event, kind: str) -> Event | None:
+    """The first import of ``kind`` (``import_cuda_init``: one that always initialises
+    CUDA, ``import pycuda.autoinit``; ``import_cuda_init_likely``: ``import deepspeed``)
+    in ``ev``'s process or the main one (a spawned child imports the script's modules
+    again), if before ``ev``."""
+    found = [facts.first_in(kind, proc) for proc in {ev.proc, "main"}]
+    first = min((e for e in found if e is not None), key=lambda e: e.seq, default=None)
+    return first if first is not None and first.seq < ev.seq else None
+
+
+def _after_init_hit(ev: Event, init: Event, *, likely: bool = False) -> Hit:
+    var = ev.text("var")
+    why = shown.text(init.text("why"))
+    by = f"{shown.text(init.text('what'))} at line {init.line}"
+    if likely:
+        by += f", which initialises CUDA in the releases in use ({why})"
+    elif why:
+        by += f" ({why})"
+    return hit(
+        ev.line,
+        ev.col,
+        "LINT-CVD-AFTER-CUDA-INIT",
+        "warning" if likely else "error",
+        f"{_shown(ev)} is set after CUDA was initialised by {by}: CUDA reads {var} "
+        "once, at initialisation, so this process keeps the devices it saw then "
+        "and the new value is silently ignored.",
+        f"Set {var} before the first CUDA call: at the very top of the script, "
+        f"before importing anything that touches torch.cuda, or in the shell "
+        f"({var}=… python train.py).",
+        f"silent: the new {var} is ignored; torch.cuda.device_count() and cuda:N "
+        "still follow the value CUDA read at initialisation",
+        var,
+    )
+
+
 def cvd_rules(facts: Facts) -> list[Hit]:
     out: list[Hit] = []
     for ev in facts.of("env_set"):
         var = ev.text("var")
         if var not in _MASK_VARS:
             continue
-        init = cuda_init_before(facts, ev)
+        init = _init_in_the_same_run(facts, ev) or _import_init_before(
+            facts, ev, "import_cuda_init"
+        )
         if init is not None:
-            out.append(
-                hit(
-                    ev.line,
-                    ev.col,
-                    "LINT-CVD-AFTER-CUDA-INIT",
-                    "error",
-                    f"{_shown(ev)} is set after CUDA was initialised by "
-                    f"{shown.text(init.text('what'))} at line {init.line}: CUDA reads {var} "
-                    "once, at initialisation, so this process keeps the devices it saw then "
-                    "and the new value is silently ignored.",
-                    f"Set {var} before the first CUDA call: at the very top of the script, "
-                    f"before importing anything that touches torch.cuda, or in the shell "
-                    f"({var}=… python train.py).",
-                    f"silent: the new {var} is ignored; torch.cuda.device_count() and cuda:N "
-                    "still follow the value CUDA read at initialisation",
-                    var,
-                )
-            )
+            out.append(_after_init_hit(ev, init))
+            continue
+        likely = _import_init_before(facts, ev, "import_cuda_init_likely")
+        if likely is not None:
+            out.append(_after_init_hit(ev, likely, likely=True))
             continue
         imported = _torch_imported_before(facts, ev)
         if imported is not None and var == "CUDA_VISIBLE_DEVICES":
@@ -77,14 +115,46 @@ def cvd_rules(facts: Facts) -> list[Hit]:
                     "info",
                     f"{_shown(ev)} is set after import torch (line {imported.line}) but "
                     "before any CUDA call: this works, because torch initialises CUDA lazily, "
-                    "at the first CUDA call, not at import. It stops working as soon as "
-                    "anything above it (torch.cuda.is_available(), .cuda()) initialises CUDA.",
+                    "at the first CUDA call, not at import (except torch 1.12.0, whose import "
+                    "initialised CUDA: pytorch/pytorch#80876, fixed in 1.12.1; lint --check "
+                    "knows the torch version). It stops working as soon as anything above it "
+                    "(torch.cuda.is_available(), .cuda()) initialises CUDA.",
                     "Set it before import torch, or in the shell, so no later edit can "
                     "initialise CUDA first.",
                     None,
                     var,
                 )
             )
+    return out
+
+
+def torch_import_inits(facts: Facts, torch_version: str | None) -> list[Hit]:
+    """``lint --check``: under torch 1.12.0, ``import torch`` initialised CUDA (a CUDA call
+    at import in torch/_prims/utils.py, from pytorch/pytorch#76626; reported as #80876 and
+    #81758, fixed by #80899 in 1.12.1), so CUDA_VISIBLE_DEVICES set after it was ignored."""
+    if torch_version is None or torch_version.split("+")[0] != "1.12.0":
+        return []
+    out: list[Hit] = []
+    for ev in facts.of("env_set"):
+        if ev.text("var") not in _MASK_VARS or cuda_init_before(facts, ev) is not None:
+            continue
+        imported = _torch_imported_before(facts, ev)
+        if imported is None or any(
+            _import_init_before(facts, ev, kind) is not None
+            for kind in ("import_cuda_init", "import_cuda_init_likely")
+        ):
+            continue
+        init = Event(
+            imported.seq,
+            "cuda_init",
+            imported.node,
+            imported.proc,
+            data={
+                "what": "import torch",
+                "why": f"torch {torch_version}: pytorch/pytorch#80876, fixed in 1.12.1",
+            },
+        )
+        out.append(_after_init_hit(ev, init))
     return out
 
 
@@ -129,16 +199,26 @@ def master_port_rules(facts: Facts) -> list[Hit]:
         tags = ev.val.tags
         per_rank = bool(tags & {"RANK", "LOCAL", "SPAWN"})
         in_child = ev.proc.startswith(("spawn:", "fork:"))
-        random_here = "RANDOM" in tags and (in_child or facts.reads_launcher_rank)
+        # drawn once in a process that then starts the ranks itself: they share it
+        # (issue 17); a random value handed to the children arrives without "RANDOM"
+        parent = facts.first_after("spawn_launch", ev.proc, ev.seq) or facts.first_after(
+            "fork_launch", ev.proc, ev.seq
+        )
+        random_here = (
+            "RANDOM" in tags and (in_child or facts.reads_launcher_rank) and parent is None
+        )
         if not (per_rank or random_here):
             continue
         why = "from the rank" if per_rank else "at random in every rank's process"
+        # a random port in a function the file never calls: who calls it (the launching
+        # process, once, or every rank) is not visible
+        unseen = not per_rank and not in_child and ev.proc.startswith("def:")
         out.append(
             hit(
                 ev.line,
                 ev.col,
                 "LINT-MASTER-PORT-PER-RANK",
-                "error",
+                "info" if unseen else "error",
                 f"MASTER_PORT is computed {why}: each rank then looks for the rendezvous on "
                 "its own port, so the ranks never meet and init_process_group() waits until "
                 "it times out.",

@@ -8,6 +8,7 @@ values and events for the rules.
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
 
 from gpudiag.lint import names as N
 from gpudiag.lint.exprs import ExprEval
@@ -261,7 +262,10 @@ class Semantics(ExprEval):
         if fn is not None:
             extra: list[Val] = []
             if isinstance(args_node, (ast.Tuple, ast.List)):
+                # a random value (a free port) drawn here, in the parent, is drawn once and
+                # every child gets the same one: in the children it is no longer random
                 extra = [self.peek_val(e) for e in args_node.elts]
+                extra = [replace(v, tags=v.tags - {"RANDOM"}) for v in extra]
             saved = self.proc
             self.proc = f"{'fork' if method == 'fork' else 'spawn'}:{fn.name}"
             if "Process" in path:
