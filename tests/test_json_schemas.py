@@ -221,7 +221,7 @@ SCHEMA_VALUES = {
     "check": "gpudiag-check/1",
     "lint": "gpudiag-lint/1",
     "list": "gpudiag-list/1",
-    "snapshot": "gpudiag-snapshot/1.3",
+    "snapshot": "gpudiag-snapshot/1.4",
     "probe": "gpudiag-probe/1",
     "topo": "gpudiag-topo/1",
     "fleet": "gpudiag-fleet/1",
@@ -336,7 +336,7 @@ def _schema_value(kind: str, docs: Iterable[tuple[str, Any]]) -> Iterator[tuple[
     for label, doc in docs:
         if label.startswith("fixture "):
             # Read and written back, a snapshot keeps the 1.x it was written as
-            # (docs/snapshot.md "Reading rules"); gpudiag itself writes 1.3.
+            # (docs/snapshot.md "Reading rules"); gpudiag itself writes 1.4.
             assert re.fullmatch(r"gpudiag-snapshot/1(\.[0-9]+)?", doc["schema"]), label
         else:
             assert doc["schema"] == SCHEMA_VALUES[kind], label
@@ -372,13 +372,22 @@ def _enriched_fixture(directory: Path) -> str:
                       "iommu_group_type": "identity",
                       "bridges": [{"bdf": "0000:00:01.1", "acs_ctl": 0}]}],
     }  # fmt: skip
-    # Schema 1.3's node facts, with an RDMA port and a resolved MASTER_ADDR.
+    # Schema 1.3's node facts, with an RDMA port and a resolved MASTER_ADDR; 1.4's routes,
+    # GID table and library files.
     doc["node"] = {
         "boot_id": "6c63b633-4d22-4ca7-9a49-87893966b649", "os_name": "Ubuntu 22.04.4 LTS",
         "interfaces": [{"name": "ib0", "operstate": "up", "loopback": False,
                         "ipv4": ["10.1.0.5/16"]}],
         "ib_ports": [{"device": "mlx5_0", "port": 1, "state": "ACTIVE",
-                      "link_layer": "InfiniBand"}],
+                      "link_layer": "Ethernet",
+                      "gids": [{"index": 3, "gid": "0000:0000:0000:0000:0000:ffff:0a01:0005",
+                                "type": "RoCE v2"}]}],
+        "routes": [{"interface": "ib0", "destination": "0.0.0.0/0", "gateway": "10.1.0.254",
+                    "metric": 0}],
+        "nccl_libs": [{"name": "libnccl.so.2", "path": "/usr/lib/libnccl.so.2",
+                       "via": "default path"}],
+        "nccl_net_plugins": [{"name": "libnccl-net.so", "path": "/opt/p/libnccl-net.so",
+                              "via": "LD_LIBRARY_PATH"}],
         "nccl_env": {"NCCL_SOCKET_IFNAME": "ib0", "MASTER_ADDR": "n1"},
         "master_addr_ips": ["10.1.0.1"], "master_addr_error": None,
         "nccl_version": "2.21.5", "nccl_source": "nvidia-nccl-cu12 (installed)",

@@ -126,7 +126,7 @@ def test_snapshot_then_list_round_trips(tmp_path: Path) -> None:
     assert out == ""
     assert err == f"wrote {out_file}\n"
     doc = json.loads(out_file.read_text())
-    assert doc["schema"] == "gpudiag-snapshot/1.3"
+    assert doc["schema"] == "gpudiag-snapshot/1.4"
     code, out, err = _run("list", "--snapshot", str(out_file), "--json")
     assert code == 0 and err == ""
     listed = json.loads(out)

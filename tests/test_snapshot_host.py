@@ -52,7 +52,7 @@ def test_any_minor_version_of_major_1_is_readable(schema: object, readable: bool
 
 
 def test_writer_uses_the_new_minor_version() -> None:
-    assert SNAPSHOT_SCHEMA == "gpudiag-snapshot/1.3"
+    assert SNAPSHOT_SCHEMA == "gpudiag-snapshot/1.4"
 
 
 def test_old_snapshot_has_no_host_and_unknown_nccl() -> None:

@@ -16,7 +16,7 @@ Examples:
   gpudiag check --snapshot node17.json --visible 1,2 --device-ids 0,1
 
 \b
-The document's "schema" field names its format (gpudiag-snapshot/1.3,
+The document's "schema" field names its format (gpudiag-snapshot/1.4,
 described by `gpudiag docs snapshot`). The capture records
 CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER, and the CUDA driver's own
 enumeration order (cuda_order) when a driver is present. Unlike list and
