@@ -319,6 +319,14 @@ _FLEET: _Rows = (
     ("FLEET-MASTER-ADDR", "error", "MASTER_ADDR is loopback or unresolved on some nodes"),
     ("FLEET-IB-PARTIAL", "warning", "InfiniBand/RoCE is active on some nodes but not others"),
     ("FLEET-NODE-FACTS-MISSING", "info", "a snapshot older than 1.3 lacks the node facts"),
+    (
+        "FLEET-PROBE-NO-LISTENER",
+        "error",
+        "the first node cannot listen on MASTER_ADDR:MASTER_PORT (--probe)",
+    ),
+    ("FLEET-PROBE-UNREACHABLE", "error", "a node cannot connect to MASTER_ADDR:MASTER_PORT"),
+    ("FLEET-PROBE-FAILED", "error", "an all-reduce between two nodes failed or hung (--probe)"),
+    ("FLEET-PROBE-SLOW", "warning", "all-reduces with one node are much slower (--probe)"),
 )
 
 _NETWORK: _Rows = (
