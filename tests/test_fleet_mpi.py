@@ -71,12 +71,13 @@ def test_which_mpi_by_its_version(tmp_path: Path, version: str, flavor: str | No
         with pytest.raises(GpudiagInputError, match="neither Open MPI's nor MPICH's"):
             mpi_launch({}, 2, False, which)
         return
-    launch = mpi_launch({"GPUDIAG_RDZV_TOKEN": "t"}, 4, True, which)
+    launch = mpi_launch({}, 4, True, which)
     if flavor == "openmpi":
-        # Only the variables -x names reach Open MPI's other nodes: the token's name, never
-        # its value, is in argv.
+        # Only the variables -x names reach Open MPI's other nodes: the token's name (the
+        # parent sets it, exported or not), never its value, is in argv.
         assert launch.argv[1:] == ("-n", "4", "--map-by", "ppr:1:node", "-x",
                                    "GPUDIAG_RDZV_TOKEN")  # fmt: skip
+        assert mpi_launch({}, 4, False, which).argv[-1] == "ppr:1:node"
     else:
         assert launch.argv[1:] == ("-n", "4", "-ppn", "1")  # Hydra passes every variable
     command = launch.command()
@@ -171,3 +172,10 @@ def test_real_mpi_probe_on_one_node(tmp_path: Path, mpi: str) -> None:
     assert [(n["role"], n["reached"], n["error"]) for n in probe["nodes"]] == [
         ("listen", True, None)]  # fmt: skip
     assert probe["pairs"] == []
+
+
+def test_probe_under_mpi_needs_an_address(tmp_path: Path) -> None:
+    # Slurm names the allocation's first node; mpiexec does not: MASTER_ADDR or the option.
+    proc = _fleet(_env(tmp_path, HYDRA), tmp_path, "--mpi", "2", "--probe")
+    assert proc.returncode == 2 and proc.stdout == "" and len(proc.stderr.splitlines()) == 1
+    assert "no rendezvous address: set MASTER_ADDR or give --master-addr" in proc.stderr

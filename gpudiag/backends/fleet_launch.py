@@ -29,8 +29,10 @@ from gpudiag.backends.subproc import python_module_argv
 from gpudiag.errors import GpudiagInputError
 
 Which = Callable[[str], str | None]
-#: Variables forwarded with Open MPI's ``-x`` when set (the token; the tests' faults).
-FORWARDED = ("GPUDIAG_RDZV_TOKEN", "GPUDIAG_FLEET_PROBE_FAULT")
+#: Variables forwarded with Open MPI's ``-x`` under ``--probe``: the token (always: the
+#: parent sets it in mpiexec's environment), and the tests' fault where it is set.
+TOKEN = "GPUDIAG_RDZV_TOKEN"
+FAULT = "GPUDIAG_FLEET_PROBE_FAULT"
 TASK_MODULE = "gpudiag.probes.fleet_node"
 
 
@@ -77,7 +79,7 @@ def mpi_launch(
     flavor = mpi_flavor(mpiexec)
     names = tuple(f"rank {r}" for r in range(ranks))
     if flavor == "openmpi":
-        forward = [a for k in FORWARDED if probe and k in env for a in ("-x", k)]
+        forward = (["-x", TOKEN] + (["-x", FAULT] if FAULT in env else [])) if probe else []
         argv = (mpiexec, "-n", str(ranks), "--map-by", "ppr:1:node", *forward)
         return Launch("openmpi", argv, ranks, names, f"Open MPI mpiexec, {ranks} node(s)")
     if flavor == "hydra":

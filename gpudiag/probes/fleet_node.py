@@ -53,12 +53,18 @@ def task_index(launcher: str, env: Mapping[str, str]) -> int | None:
     return None
 
 
+#: Held while a payload is written: the watchdog's exit waits for a snapshot being sent.
+_OUT = threading.Lock()
+
+
 def emit(task: int, kind: str, text: str) -> None:
     """Write one payload's lines, each in one ``write`` (atomic on a pipe)."""
-    for line in encode(task, kind, text):
-        data = (line + "\n").encode("ascii")
-        while data:
-            data = data[os.write(1, data) :]
+    lines = encode(task, kind, text)
+    with _OUT:
+        for line in lines:
+            data = (line + "\n").encode("ascii")
+            while data:
+                data = data[os.write(1, data) :]
 
 
 class _Report:
