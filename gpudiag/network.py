@@ -1,11 +1,13 @@
-"""The model of a node's identity and network (schema 1.3, ``node``).
+"""The model of a node's identity and network (schema 1.3, ``node``; grown in 1.4).
 
 What NCCL and torch's rendezvous need from a node, recorded so that the nodes of
 one allocation can be compared (``gpudiag fleet``, issue 19): the interfaces NCCL
 may pick (NCCL's ``NCCL_SOCKET_IFNAME``), the InfiniBand/RoCE ports its IB
 transport uses, the boot id that tells two machines with one hostname apart, how
-``MASTER_ADDR`` resolves here, and the NCCL version torch would load. ``None``
-always means "could not collect". Part of the model, which re-exports it.
+``MASTER_ADDR`` resolves here, and the NCCL version torch would load; since 1.4 the
+routes, each RoCE port's GID table, and which ``libnccl``/NCCL network plugin the
+dynamic loader would find. ``None`` always means "could not collect". Part of the
+model, which re-exports it.
 """
 
 from __future__ import annotations
@@ -33,6 +35,23 @@ class NetInterface:
 
 
 @dataclass(frozen=True)
+class IbGid:
+    """One used entry of an RDMA port's GID table (since 1.4).
+
+    Attributes:
+        index: the entry's index (``ports/<n>/gids/<index>``), what ``NCCL_IB_GID_INDEX``
+            names.
+        gid: the GID as the kernel prints it (``0000:0000:0000:0000:0000:ffff:0a00:0005``).
+        type: ``ports/<n>/gid_attrs/types/<index>``: ``RoCE v2``, ``IB/RoCE v1``; None
+            when unreadable.
+    """
+
+    index: int
+    gid: str
+    type: str | None = None
+
+
+@dataclass(frozen=True)
 class IbPort:
     """One port of an RDMA device of ``/sys/class/infiniband`` (InfiniBand or RoCE).
 
@@ -41,12 +60,49 @@ class IbPort:
         port: the port number (1-based, as the kernel numbers them).
         state: ``ACTIVE``, ``DOWN``, ``INIT``… (``/ports/<n>/state`` without its number).
         link_layer: ``InfiniBand``, or ``Ethernet`` for RoCE (``/ports/<n>/link_layer``).
+        gids: since 1.4, the used (non-zero) entries of the port's GID table; None when
+            not read.
     """
 
     device: str
     port: int
     state: str | None = None
     link_layer: str | None = None
+    gids: tuple[IbGid, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Route:
+    """One IPv4 route of ``/proc/net/route`` that is up (since 1.4).
+
+    Attributes:
+        interface: the interface the route sends through.
+        destination: the network with its prefix length (``10.0.0.0/24``; the default
+            route is ``0.0.0.0/0``).
+        gateway: the next hop, or None for a directly connected network.
+        metric: the route's metric (lower wins among routes to one destination).
+    """
+
+    interface: str
+    destination: str
+    gateway: str | None = None
+    metric: int = 0
+
+
+@dataclass(frozen=True)
+class LibraryFile:
+    """A shared library the dynamic loader would find (since 1.4).
+
+    Attributes:
+        name: the name asked for (``libnccl.so.2``, ``libnccl-net.so``).
+        path: the file found.
+        via: where the search found it: ``torch wheel``, ``LD_LIBRARY_PATH``,
+            ``ld.so.cache``, ``default path``, or ``NCCL_NET_PLUGIN path``.
+    """
+
+    name: str
+    path: str
+    via: str
 
 
 @dataclass(frozen=True)
@@ -68,6 +124,12 @@ class NodeInfo:
         nccl_version: the NCCL version torch would load, from the installed
             ``nvidia-nccl-cu*`` wheel or torch's pinned requirement on it.
         nccl_source: where ``nccl_version`` was read.
+        routes: since 1.4, the IPv4 routes that are up, in the kernel's order.
+        nccl_libs: since 1.4, every ``libnccl.so.2`` the loader's search finds, in its
+            order: the first is the one torch would load.
+        nccl_net_plugins: since 1.4, the NCCL network plugin files NCCL's ``dlopen``
+            would find (``libnccl-net.so``, or what ``NCCL_NET_PLUGIN`` names), in the
+            loader's order; ``()`` none (NCCL uses its internal IB/socket transports).
     """
 
     boot_id: str | None = None
@@ -79,6 +141,9 @@ class NodeInfo:
     master_addr_error: str | None = None
     nccl_version: str | None = None
     nccl_source: str | None = None
+    routes: tuple[Route, ...] | None = None
+    nccl_libs: tuple[LibraryFile, ...] | None = None
+    nccl_net_plugins: tuple[LibraryFile, ...] | None = None
 
     @property
     def master_addr(self) -> str | None:

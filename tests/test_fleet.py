@@ -42,6 +42,11 @@ SKEWS = [
     ("node14-same-boot-id", "FLEET-DUPLICATE-BOOT-ID", ["node02", "node14-same-boot-id"]),
     ("node15-master-loopback", "FLEET-MASTER-ADDR", ["127.0.1.1 (loopback)"]),
     ("node16-image", "FLEET-IMAGE-SKEW", ["Rocky Linux 8.9", "Ubuntu 22.04.4 LTS"]),
+    (
+        "node17-no-net-plugin",
+        "FLEET-NET-PLUGIN-SKEW",
+        ["no plugin", "the other 2 nodes libnccl-net.so"],
+    ),
 ]
 
 

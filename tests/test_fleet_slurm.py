@@ -86,3 +86,54 @@ def test_a_node_stopped_mid_run_is_named_within_the_timeout(cluster: Cluster) ->
     silent = [f for f in doc["findings"] if f["code"] == "FLEET-NODE-NO-ANSWER"]
     assert silent and "node2" in silent[0]["subject"], doc["findings"]
     assert elapsed < 12 + 5 + 30, elapsed
+
+
+def _free_port() -> str:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return str(sock.getsockname()[1])
+
+
+PROBE = [*FLEET, "--probe", "--master-addr", "127.0.0.1"]
+
+
+def test_probe_through_real_srun(cluster: Cluster) -> None:
+    # node1 (the first node) listens on 127.0.0.1:PORT, node2 connects and both run a
+    # gloo all-reduce: real srun, real slurmstepd, the token passed by srun's environment.
+    cluster.identities()
+    proc = _salloc(cluster, *PROBE, "--master-port", _free_port(), "--timeout", "90")
+    assert proc.returncode == 0, proc.stderr + proc.stdout + cluster.logs()
+    doc = json.loads(proc.stdout)
+    probe = doc["probe"]
+    assert [(n["node"], n["role"], n["reached"]) for n in probe["nodes"]] == [
+        ("node1", "listen", True), ("node2", "dial", True)]  # fmt: skip
+    assert [(p["nodes"], p["ok"]) for p in probe["pairs"]] == [(["node1", "node2"], True)]
+    assert doc["findings"] == []
+
+
+def test_probe_with_a_node_stopped_is_named_within_the_timeout(cluster: Cluster) -> None:
+    # node2's slurmd is stopped: its task never starts, and srun ends the step when the
+    # launch there times out, killing node1's probe too. node2 is named, once; node1 is
+    # not blamed for the report srun cut off. Never past --timeout.
+    cluster.identities()
+    pid = cluster.procs["slurmd-node2"].pid
+    fleet = " ".join([*PROBE, "--master-port", _free_port(), "--timeout", "40"])
+    script = f"kill -STOP {pid}; {fleet}; rc=$?; kill -CONT {pid}; exit $rc"
+    start = time.monotonic()
+    try:
+        proc = _salloc(cluster, "/bin/sh", "-c", script)
+    finally:
+        subprocess.run(["kill", "-CONT", str(pid)], check=False, timeout=10)
+    elapsed = time.monotonic() - start
+    assert proc.returncode == 1, proc.stderr + cluster.logs()
+    doc = json.loads(proc.stdout)
+    assert [(f["code"], f["subject"]) for f in doc["findings"]] == [
+        ("FLEET-NODE-NO-ANSWER", "node2")], doc["findings"]  # fmt: skip
+    node1 = doc["probe"]["nodes"][0]
+    assert node1["reached"] in (True, None), node1  # listening, if srun let it report
+    if node1["reached"] is None:
+        assert node1["error"].startswith("no probe report (the launcher exited ")
+    assert "node2" in doc["findings"][0]["message"]
+    assert elapsed < 40 + 5 + 30, elapsed

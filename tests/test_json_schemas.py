@@ -23,6 +23,7 @@ is in the schema. The documents themselves come from the CLI on the fixture snap
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Iterable, Iterator
@@ -372,13 +373,22 @@ def _enriched_fixture(directory: Path) -> str:
                       "iommu_group_type": "identity",
                       "bridges": [{"bdf": "0000:00:01.1", "acs_ctl": 0}]}],
     }  # fmt: skip
-    # Schema 1.3's node facts, with an RDMA port and a resolved MASTER_ADDR.
+    # Schema 1.3's node facts, with an RDMA port and a resolved MASTER_ADDR; 1.4's routes,
+    # GID table and library files.
     doc["node"] = {
         "boot_id": "6c63b633-4d22-4ca7-9a49-87893966b649", "os_name": "Ubuntu 22.04.4 LTS",
         "interfaces": [{"name": "ib0", "operstate": "up", "loopback": False,
                         "ipv4": ["10.1.0.5/16"]}],
         "ib_ports": [{"device": "mlx5_0", "port": 1, "state": "ACTIVE",
-                      "link_layer": "InfiniBand"}],
+                      "link_layer": "Ethernet",
+                      "gids": [{"index": 3, "gid": "0000:0000:0000:0000:0000:ffff:0a01:0005",
+                                "type": "RoCE v2"}]}],
+        "routes": [{"interface": "ib0", "destination": "0.0.0.0/0", "gateway": "10.1.0.254",
+                    "metric": 0}],
+        "nccl_libs": [{"name": "libnccl.so.2", "path": "/usr/lib/libnccl.so.2",
+                       "via": "default path"}],
+        "nccl_net_plugins": [{"name": "libnccl-net.so", "path": "/opt/p/libnccl-net.so",
+                              "via": "LD_LIBRARY_PATH"}],
         "nccl_env": {"NCCL_SOCKET_IFNAME": "ib0", "MASTER_ADDR": "n1"},
         "master_addr_ips": ["10.1.0.1"], "master_addr_error": None,
         "nccl_version": "2.21.5", "nccl_source": "nvidia-nccl-cu12 (installed)",
@@ -421,10 +431,35 @@ def test_fleet_json_matches_schema() -> None:
     docs = [(f"fleet {Path(f).name}", _json_run(["fleet", "--snapshots", f])) for f in files]
     docs.append(("fleet all", _json_run(["fleet", "--snapshots", *files])))
     docs.append(("fleet old", _json_run(["fleet", "--snapshots", "a100x8.json", "no_driver.json"])))
+    docs.append(("fleet --probe", _probe_document()))
     # FLEET- findings quote no torch or NCCL error text: predicts_also is always [].
     empty = frozenset({"findings[].predicts_also[]"})
     assert_documents_match("fleet", list(_schema_value("fleet", docs)), empty)
     assert all(f["predicts_also"] == [] for _, d in docs for f in d["findings"])
+
+
+def _probe_document() -> Any:
+    """``fleet --json`` of a probe over three nodes (a live one runs in
+    tests/test_fleet_probe_live.py): one cannot connect, one pair is timed, one failed."""
+    from gpudiag.core.fleet import FleetNode, compare_fleet, label_nodes
+    from gpudiag.core.fleet_probe import NodeProbe, PairRun, Reach, make_plan
+    from gpudiag.core.fleet_probe_rules import probe_findings
+    from gpudiag.render.fleet import ProbeView, fleet_to_json
+
+    snap = load_snapshot(FIXTURES / "fleet" / "node01.json")
+    nodes = label_nodes([FleetNode(f"n{i}", dataclasses.replace(snap, hostname=f"n{i}"))
+                         for i in range(3)])  # fmt: skip
+    plan = make_plan("n0", 29500, "run", 3, 90, now=0.0)
+    reports = {
+        0: NodeProbe(0, "gloo", None, Reach("listen", True, None, None, (1,)),
+                     (PairRun(1, 0, True, 0.004, None), PairRun(2, 2, False, None, "timed out"))),
+        1: NodeProbe(1, "gloo", None, Reach("dial", True, 0.2),
+                     (PairRun(0, 0, True, 0.005, None),)),
+        2: NodeProbe(2, None, None, Reach("dial", False, None, "connection refused")),
+    }  # fmt: skip
+    view = ProbeView(plan, reports, {})
+    findings = compare_fleet(nodes) + probe_findings(nodes, plan, reports, {})
+    return json.loads(json.dumps(fleet_to_json(nodes, findings, view)))
 
 
 def _check_docs() -> Iterator[tuple[str, Any]]:

@@ -1,29 +1,36 @@
-"""Collect one snapshot per node of the allocation (``gpudiag fleet``, issue 19).
+"""Collect one snapshot per node of the allocation, and with ``--probe`` each node's probe
+report (``gpudiag fleet``, issue 19).
 
-Through the engine the cluster already has, never ``ssh``: inside a Slurm allocation
-``srun --ntasks-per-node=1 --nodes=N`` runs ``gpudiag snapshot`` once per node, each
-task's stdout going to its own file through srun's ``--output`` pattern ``%n`` (the
-node's index in the job: srun(1), "filename pattern"); under Open MPI ``mpiexec --map-by
-ppr:1:node`` does the same with ``--output-filename`` (one ``rank.N/stdout`` per rank,
-mpirun(1)). The files live in a private temporary directory (mode 0700) removed
-afterwards. The run is bounded: past ``timeout_s`` its process group is terminated and
-every node without a complete snapshot is named, never waited for.
+Through the engine the cluster already has, never ``ssh``
+(:mod:`gpudiag.backends.fleet_launch`): one task per node,
+:mod:`gpudiag.probes.fleet_node`, whose results come back as framed lines on the
+launcher's standard output (:mod:`gpudiag.core.fleet_frames`): per-task output files
+would be written on each task's own node. The launcher's output goes to a private
+temporary directory (mode 0700) removed afterwards. The run is bounded: past
+``timeout_s`` its process group is terminated and every node without a complete
+snapshot is named, never waited for.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
+import secrets
 import shutil
 import signal
 import subprocess
 import tempfile
+import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpudiag.backends.subproc import python_module_argv
+from gpudiag.backends.fleet_launch import Launch, mpi_launch, slurm_launch
 from gpudiag.core.fleet import FleetNode
+from gpudiag.core.fleet_frames import Frames, decode
+from gpudiag.core.fleet_probe import NodeProbe, ProbePlan, make_plan, read_report
 from gpudiag.errors import GpudiagInputError
 
 #: Seconds between SIGTERM and SIGKILL when the launcher outlives the timeout.
@@ -84,12 +91,14 @@ def slurm_nodes(env: Mapping[str, str], which: Which = shutil.which) -> list[str
     return expand_nodelist(text)
 
 
-def _run_bounded(argv: Sequence[str], timeout_s: float, stderr_path: Path) -> int | None:
+def _run_bounded(
+    argv: Sequence[str], env: Mapping[str, str], timeout_s: float, out: Path, err: Path
+) -> int | None:
     """Run ``argv`` in its own process group; its exit status, or None after a timeout."""
-    with stderr_path.open("wb") as err:
+    with out.open("wb") as stdout, err.open("wb") as stderr:
         proc = subprocess.Popen(
-            list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
-            start_new_session=True,
+            list(argv), stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
+            start_new_session=True, env=dict(env),
         )  # fmt: skip
         try:
             return proc.wait(timeout=timeout_s)
@@ -109,133 +118,174 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
             continue
 
 
-def _last_line(path: Path) -> str:
-    """The last line with words in it (Open MPI frames its messages with dashes)."""
+_LABEL = re.compile(r"^\s*(\d{1,7}): ?(.*)$")
+
+
+def _last_lines(path: Path, nodes: int) -> tuple[str, dict[int, str], list[str]]:
+    """The launcher's last stderr line with words in it, each task's (srun --label
+    prefixes a task's lines with its number; Open MPI frames its messages with dashes),
+    and the launcher's own lines (the last 200)."""
+    last, per_task, own = "", dict[int, str](), list[str]()
     try:
-        lines = [
-            ln.strip()
-            for ln in path.read_text(errors="replace").splitlines()
-            if ln.strip() and not set(ln.strip()) <= set("-=* ")
-        ]
+        with path.open(errors="replace") as fh:
+            for raw in fh:
+                line = raw.strip()
+                if not line or set(line) <= set("-=* "):
+                    continue
+                match = _LABEL.match(line)
+                if match and int(match[1]) < nodes and match[2].strip():
+                    per_task[int(match[1])] = _clean(match[2])
+                else:
+                    own = [*own[-199:], _clean(line)]
+                last = _clean(line)
     except OSError:
-        return ""
+        pass
+    return last, per_task, own
+
+
+def _mentioning(lines: Sequence[str], name: str) -> str | None:
+    """The launcher's last line that names the node (``… failed on node node2: …``)."""
+    pattern = re.compile(rf"(?<![\w.-]){re.escape(name)}(?![\w-])")
+    return next((line for line in reversed(lines) if pattern.search(line)), None)
+
+
+def _clean(line: str) -> str:
     # NULs and other controls some launchers write, and a final full stop (ours follows).
-    return re.sub(r"[\x00-\x1f\x7f]", "", lines[-1])[:200].rstrip(". ") if lines else ""
+    return re.sub(r"[\x00-\x1f\x7f]", "", line)[:200].rstrip(". ")
 
 
-def _read_node(name: str, path: Path, err: Path, status: int | None, timeout_s: float) -> FleetNode:
-    from gpudiag.snapshot import load_snapshot
+@dataclass
+class FleetRun:
+    """One live run: a node per task; with ``--probe`` the plan and each node's report
+    (None: none came, ``probe_missing`` says why)."""
+
+    nodes: list[FleetNode]
+    source: str
+    plan: ProbePlan | None = None
+    reports: dict[int, NodeProbe] = field(default_factory=dict)
+    probe_missing: dict[int, str] = field(default_factory=dict)
+    #: The launcher exited before the plan's end (srun ends a step whose task failed).
+    cut_short: bool = False
+
+
+def _node(
+    index: int, name: str, frames: Frames, status: int | None, timeout_s: float, why: str
+) -> FleetNode:
     from gpudiag.snapshot.fields import SnapshotError
+    from gpudiag.snapshot.load import parse_snapshot_text
+    from gpudiag.snapshot.read import snapshot_from_json
 
-    try:
-        size = path.stat().st_size
-    except OSError:
-        size = 0
-    if size == 0:
+    text = frames.texts.get((index, "snapshot"))
+    if text is None:
+        started = (index, "hello") in frames.texts
         if status is None:
-            why = f"no answer within {timeout_s:g} s"
+            reason = f"no answer within {timeout_s:g} s"
+            reason += " (its task started, then gave no snapshot)" if started else ""
         else:
-            why = f"no snapshot (the launcher exited {status})"
-        detail = _last_line(err)
-        return FleetNode(source=name, snapshot=None, error=f"{why}: {detail}" if detail else why)
+            reason = f"no snapshot (the launcher exited {status})"
+        problem = frames.problems.get((index, "snapshot"))
+        detail = f"its output was cut short ({problem})" if problem else why
+        error = f"{reason}: {detail}" if detail else reason
+        return FleetNode(source=name, snapshot=None, error=error)
     try:
-        return FleetNode(source=name, snapshot=load_snapshot(path))
+        doc = parse_snapshot_text(text, f"the snapshot of {name}")
+        return FleetNode(source=name, snapshot=snapshot_from_json(doc))
     except SnapshotError as exc:
-        late = f"unfinished after {timeout_s:g} s" if status is None else "invalid"
-        return FleetNode(source=name, snapshot=None, error=f"snapshot {late}: {exc}"[:300])
+        return FleetNode(source=name, snapshot=None, error=f"snapshot invalid: {exc}"[:300])
 
 
-def collect_slurm(
-    env: Mapping[str, str], *, timeout_s: float, which: Which = shutil.which
-) -> list[FleetNode]:
-    """One snapshot per node of the Slurm allocation, through srun."""
-    srun = which("srun")
-    if srun is None:
-        raise GpudiagInputError("fleet: SLURM_JOB_ID is set but srun is not on PATH")
-    names = slurm_nodes(env, which)
-    count = len(names) or int(env.get("SLURM_JOB_NUM_NODES", "0") or 0)
-    if count < 1:
-        raise GpudiagInputError("fleet: the Slurm allocation lists no node (SLURM_JOB_NODELIST)")
+def _name(launch: Launch, index: int, frames: Frames) -> str:
+    """The node's name: Slurm's from the task itself (SLURMD_NODENAME), else the node list's."""
+    try:
+        hello = json.loads(frames.texts.get((index, "hello"), "{}"))
+    except ValueError:
+        hello = {}
+    given = hello.get("node_name") if isinstance(hello, dict) else None
+    ok = isinstance(given, str) and 0 < len(given) <= 100 and given.isprintable()
+    return given if ok and launch.kind == "slurm" else launch.names[index]  # type: ignore[return-value]
+
+
+def run_launch(
+    launch: Launch, env: Mapping[str, str], timeout_s: float, plan: ProbePlan | None
+) -> FleetRun:
+    """Run the launch, bounded, and read every task's results."""
+    task_args = ["--probe", *plan.argv()] if plan is not None else []
     work = Path(tempfile.mkdtemp(prefix="gpudiag-fleet-"))
     try:
-        # %n, the node's index in the job (0 = the first of SLURM_JOB_NODELIST), not %N:
-        # %N is the short host name, which differs from the node name where NodeHostname
-        # does (and is one name for every slurmd of an emulated cluster). srun(1).
-        argv = [
-            srun, "--ntasks-per-node=1", f"--nodes={count}", f"--ntasks={count}",
-            "--kill-on-bad-exit=0", "--job-name=gpudiag-fleet",
-            f"--output={work}/%n.json", f"--error={work}/%n.err",
-            *python_module_argv("gpudiag", "snapshot"),
-        ]  # fmt: skip
-        status = _run_bounded(argv, timeout_s, work / "launcher.err")
-        found = sorted(int(p.stem) for p in work.glob("*.json") if p.stem.isdigit())
-        total = max([len(names), *(i + 1 for i in found)])
-        names += [f"node #{i}" for i in range(len(names), total)]
-        launcher_err = work / "launcher.err"
-        return [
-            _read_node(
-                names[i], work / f"{i}.json",
-                work / f"{i}.err" if (work / f"{i}.err").exists() else launcher_err,
-                status, timeout_s,
-            )
-            for i in range(total)
-        ]  # fmt: skip
+        out, err = work / "stdout", work / "stderr"
+        status = _run_bounded(launch.command(*task_args), env, timeout_s, out, err)
+        with out.open(errors="replace") as fh:
+            frames = decode(fh, launch.nodes - 1)
+        last, per_task, launcher_lines = _last_lines(err, launch.nodes)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    cut = plan is not None and status is not None and time.time() < plan.end
+    run = FleetRun(nodes=[], source=launch.source, plan=plan, cut_short=cut)
+    for i in range(launch.nodes):
+        name = _name(launch, i, frames)
+        why = per_task.get(i) or _mentioning(launcher_lines, name) or last
+        run.nodes.append(_node(i, name, frames, status, timeout_s, why))
+        if plan is None:
+            continue
+        text = frames.texts.get((i, "probe"))
+        report = None
+        with contextlib.suppress(ValueError):
+            report = read_report(json.loads(text), launch.nodes) if text else None
+        if report is not None and report.node == i:
+            run.reports[i] = report
+        elif text is not None:
+            run.probe_missing[i] = "its probe report is unreadable"
+        elif (i, "probe") in frames.problems:
+            lines = frames.problems[(i, "probe")]
+            run.probe_missing[i] = f"its probe report was cut short ({lines})"
+        else:
+            run.probe_missing[i] = (
+                f"no probe report within {timeout_s:g} s" if status is None else
+                f"no probe report (the launcher exited {status})"
+            )  # fmt: skip
+    return run
 
 
-def _mpi_output_args(mpiexec: str, folder: Path) -> list[str]:
-    """Open MPI 5's ``--output dir=DIR`` (DIR/<job>/rank.N/stdout); before 5,
-    ``--output-filename DIR`` (DIR/1/rank.N/stdout). mpirun(1) of each version."""
-    try:
-        proc = subprocess.run(
-            [mpiexec, "--version"], capture_output=True, text=True, timeout=30, check=False
-        )
-        version = re.search(r"Open MPI\)?\s+(\d+)\.", proc.stdout)
-    except (OSError, subprocess.SubprocessError):
-        version = None
-    if version is not None and int(version.group(1)) >= 5:
-        return ["--output", f"dir={folder}"]
-    return ["--output-filename", str(folder)]
+@dataclass(frozen=True)
+class ProbeRequest:
+    """``--probe``: the rendezvous address to test (``--master-addr``/``--master-port``,
+    else MASTER_ADDR/MASTER_PORT)."""
 
-
-def collect_mpi(
-    env: Mapping[str, str], *, timeout_s: float, ranks: int, which: Which = shutil.which
-) -> list[FleetNode]:
-    """One snapshot per node through Open MPI's ``mpiexec --map-by ppr:1:node``."""
-    mpiexec = which("mpiexec") or which("mpirun")
-    if mpiexec is None:
-        raise GpudiagInputError("fleet --mpi: mpiexec is not on PATH")
-    work = Path(tempfile.mkdtemp(prefix="gpudiag-fleet-"))
-    try:
-        argv = [
-            mpiexec, "-n", str(ranks), "--map-by", "ppr:1:node",
-            *_mpi_output_args(mpiexec, work / "out"),
-            *python_module_argv("gpudiag", "snapshot"),
-        ]  # fmt: skip
-        status = _run_bounded(argv, timeout_s, work / "launcher.err")
-        nodes = []
-        for rank in range(ranks):
-            folder = next(iter(sorted((work / "out").glob(f"*/rank.{rank}"))), None)
-            path = folder / "stdout" if folder else work / "missing"
-            err = folder / "stderr" if folder else work / "launcher.err"
-            nodes.append(_read_node(f"rank {rank}", path, err, status, timeout_s))
-        return nodes
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    master_addr: str
+    master_port: int
 
 
 def collect_fleet(
-    env: Mapping[str, str], *, timeout_s: float, mpi_ranks: int | None = None
-) -> tuple[list[FleetNode], str]:
-    """(nodes, how they were collected): Slurm inside an allocation, else ``--mpi N``."""
+    env: Mapping[str, str], *, timeout_s: float, mpi_ranks: int | None = None,
+    probe: ProbeRequest | None = None, which: Which = shutil.which,
+) -> FleetRun:  # fmt: skip
+    """One task per node: Slurm inside an allocation, else ``--mpi N``; with ``probe``
+    each task also runs the probe, under a token only the run's tasks get."""
     if mpi_ranks is not None:
-        nodes = collect_mpi(env, timeout_s=timeout_s, ranks=mpi_ranks)
-        return nodes, f"mpiexec, {mpi_ranks} node(s)"
-    if env.get("SLURM_JOB_ID"):
-        nodes = collect_slurm(env, timeout_s=timeout_s)
-        return nodes, f"srun in Slurm job {env['SLURM_JOB_ID']}"
-    raise GpudiagInputError(
-        "fleet: not inside a Slurm allocation (SLURM_JOB_ID unset); run it in salloc/sbatch, "
-        "use --mpi N under Open MPI, or give snapshots with --snapshots FILE..."
-    )
+        launch = mpi_launch(env, mpi_ranks, probe is not None, which)
+    elif env.get("SLURM_JOB_ID"):
+        launch = slurm_launch(env, slurm_nodes(env, which), probe is not None, which)
+    else:
+        raise GpudiagInputError(
+            "fleet: not inside a Slurm allocation (SLURM_JOB_ID unset); run it in salloc/"
+            "sbatch, use --mpi N under Open MPI or MPICH, or give snapshots with --snapshots "
+            "FILE..."
+        )
+    child = dict(env)
+    plan = None
+    if probe is not None and not probe.master_addr:
+        if launch.kind != "slurm" or not launch.names or launch.names[0].startswith("node #"):
+            raise GpudiagInputError(
+                "fleet --probe: no rendezvous address: set MASTER_ADDR or give --master-addr"
+            )
+        # torchrun's usual MASTER_ADDR in a batch script: the allocation's first node.
+        probe = ProbeRequest(launch.names[0], probe.master_port)
+    if probe is not None:
+        # The token reaches the tasks only through the launcher's own environment
+        # forwarding (never argv): a fresh one unless the user exported one (docs/probes.md).
+        child.setdefault("GPUDIAG_RDZV_TOKEN", secrets.token_hex(32))
+        if not child["GPUDIAG_RDZV_TOKEN"]:
+            child["GPUDIAG_RDZV_TOKEN"] = secrets.token_hex(32)
+        plan = make_plan(probe.master_addr, probe.master_port, secrets.token_hex(8),
+                         launch.nodes, timeout_s, time.time())  # fmt: skip
+    return run_launch(launch, child, timeout_s, plan)

@@ -11,7 +11,12 @@ Sources:
   the ioctls ``ifconfig`` uses; NCCL's socket transport picks among these
   (NCCL environment variables: ``NCCL_SOCKET_IFNAME``);
 * RDMA ports: ``/sys/class/infiniband/<dev>/ports/<n>/{state,link_layer}``
-  (Linux ABI ``sysfs-class-infiniband``; ``link_layer`` ``Ethernet`` is RoCE);
+  (Linux ABI ``sysfs-class-infiniband``; ``link_layer`` ``Ethernet`` is RoCE), and since
+  1.4 each port's GID table, ``ports/<n>/gids/<i>`` with ``gid_attrs/types/<i>``
+  (``RoCE v2``, ``IB/RoCE v1``): what ``NCCL_IB_GID_INDEX`` indexes;
+* since 1.4, the IPv4 routes of ``/proc/net/route`` (proc(5): little-endian hex
+  addresses, ``RTF_UP`` 0x1 in ``Flags``), and the ``libnccl.so.2`` / NCCL network plugin
+  files the dynamic loader would find (:mod:`gpudiag.backends.net_libs`);
 * ``/proc/sys/kernel/random/boot_id`` (random(4): a new UUID per boot);
 * ``PRETTY_NAME`` of ``/etc/os-release`` (os-release(5));
 * ``MASTER_ADDR`` through ``getaddrinfo``, bounded by a timeout in a daemon thread
@@ -32,7 +37,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from gpudiag.model import IbPort, NetInterface, NodeInfo
+from gpudiag.backends.net_libs import find_nccl_libs, find_net_plugins
+from gpudiag.model import IbGid, IbPort, NetInterface, NodeInfo, Route
 
 #: Variables recorded in ``node.nccl_env`` when set: the NCCL transport's, Gloo's,
 #: and the rendezvous' (torch.distributed's env:// init method).
@@ -50,6 +56,11 @@ NODE_ENV = (
 #: veth pairs must not make a snapshot large).
 MAX_INTERFACES = 256
 MAX_IB_PORTS = 64
+#: GID table entries read per port (mlx5 ports have 255 or 256), and routes kept.
+MAX_GIDS = 256
+MAX_ROUTES = 1024
+_ZERO_GID = "0000:0000:0000:0000:0000:0000:0000:0000"
+_RTF_UP = 0x1
 _IFF_LOOPBACK = 0x8
 _SIOCGIFADDR = 0x8915
 _SIOCGIFNETMASK = 0x891B
@@ -144,8 +155,66 @@ def ib_ports(root: Path) -> tuple[IbPort, ...] | None:
                     # "4: ACTIVE" -> "ACTIVE"
                     state=state.partition(":")[2].strip() or state if state else None,
                     link_layer=_read(base / device / "ports" / port / "link_layer"),
+                    gids=gid_table(base / device / "ports" / port),
                 )
             )
+    return tuple(out)
+
+
+def gid_table(port_dir: Path) -> tuple[IbGid, ...] | None:
+    """The port's used GID entries, by index; None when ``gids/`` cannot be listed.
+
+    An unused entry reads as all zeros, and reading its ``gid_attrs/types`` entry fails
+    (EINVAL), so only non-zero GIDs are kept, each with its type where readable.
+    """
+    try:
+        indices = sorted(int(e.name) for e in (port_dir / "gids").iterdir() if e.name.isdigit())
+    except (OSError, ValueError):
+        return None
+    out = []
+    for index in indices[:MAX_GIDS]:
+        gid = _read(port_dir / "gids" / str(index), 64)
+        if gid and gid != _ZERO_GID:
+            kind = _read(port_dir / "gid_attrs" / "types" / str(index), 64)
+            out.append(IbGid(index=index, gid=gid, type=kind or None))
+    return tuple(out)
+
+
+def _hex_ipv4(text: str) -> str:
+    """``/proc/net/route``'s address: 8 hex digits, the bytes in host (little-endian) order."""
+    import socket
+    import struct
+
+    return socket.inet_ntoa(struct.pack("<I", int(text, 16)))
+
+
+def routes(root: Path) -> tuple[Route, ...] | None:
+    """The up routes of ``/proc/net/route``, in the kernel's order; None if unreadable."""
+    text = _read(root / "proc" / "net" / "route", 1 << 20)
+    if text is None:
+        return None
+    out = []
+    for line in text.splitlines()[1:]:
+        cells = line.split()
+        if len(cells) < 8:
+            continue
+        try:
+            if not int(cells[3], 16) & _RTF_UP:
+                continue
+            mask = bin(int(cells[7], 16)).count("1")
+            gateway = _hex_ipv4(cells[2])
+            out.append(
+                Route(
+                    interface=cells[0],
+                    destination=f"{_hex_ipv4(cells[1])}/{mask}",
+                    gateway=None if gateway == "0.0.0.0" else gateway,
+                    metric=int(cells[6]),
+                )
+            )
+        except (ValueError, OverflowError):
+            continue
+        if len(out) >= MAX_ROUTES:
+            break
     return tuple(out)
 
 
@@ -247,10 +316,12 @@ def collect_node(
     addr_reader: AddrReader = ipv4_of,
     resolver: Resolver = getaddrinfo_ips,
     nccl: Callable[[], tuple[str | None, str | None]] = nccl_version,
+    site: Path | None = None,
 ) -> NodeInfo:
     """The node facts of this machine (or of a fake tree under ``root``)."""
     base = Path(root)
-    recorded = node_env(os.environ if env is None else env)
+    environ = os.environ if env is None else env
+    recorded = node_env(environ)
     ips: tuple[str, ...] | None = None
     error: str | None = None
     master = recorded.get("MASTER_ADDR")
@@ -268,4 +339,7 @@ def collect_node(
         master_addr_error=error,
         nccl_version=version,
         nccl_source=source,
+        routes=routes(base),
+        nccl_libs=find_nccl_libs(base, environ, site if site is not None else _torch_site()),
+        nccl_net_plugins=find_net_plugins(base, environ),
     )

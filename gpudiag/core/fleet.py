@@ -13,6 +13,7 @@ import functools
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
+from gpudiag.core.nccl_net import plugin_state
 from gpudiag.core.netif import is_loopback, loopback_address, parse_ifname, usable
 from gpudiag.model import Finding, Severity, Snapshot
 
@@ -301,6 +302,10 @@ def compare_fleet(nodes: Sequence[FleetNode]) -> list[Finding]:
               fix=same.format("torch build")),
         _skew(nodes, lambda s: s.node.nccl_version if s.node else None, code="FLEET-NCCL-SKEW",
               severity="error", what="NCCL version", fix=same.format("NCCL")),
+        _skew(nodes, lambda s: plugin_state(s.node) if s.node else None,
+              code="FLEET-NET-PLUGIN-SKEW", severity="error", what="The NCCL network plugin",
+              fix="install the plugin on every node, or put its folder on LD_LIBRARY_PATH "
+                  "everywhere (the same container image or module set)"),
         _skew(nodes, lambda s: s.node.os_name if s.node else None, code="FLEET-IMAGE-SKEW",
               severity="warning", what="operating system / image",
               fix=same.format("operating system / image")),

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from gpudiag.core.nccl_net import SHOWN, gid_problems, plugin_missing, route_problems
 from gpudiag.core.netif import is_loopback, loopback_address, parse_ifname, usable
 from gpudiag.model import Finding, Snapshot
 
@@ -52,7 +53,9 @@ def network_findings(
     snapshot: Snapshot, env: Mapping[str, str], *, nproc_per_node: int | None = None
 ) -> list[Finding]:
     """``NET-`` findings: NCCL_SOCKET_IFNAME vs the interfaces, loopback on a multi-node
-    launch, and where MASTER_ADDR leads. Nothing when the snapshot has no node facts."""
+    launch, and where MASTER_ADDR leads; on a multi-node launch also duplicate routes,
+    the RoCE GID index and the NCCL net plugin (:mod:`gpudiag.core.nccl_net`, schema
+    1.4). Nothing when the snapshot has no node facts."""
     node = snapshot.node
     if node is None:
         return []
@@ -121,4 +124,56 @@ def network_findings(
                 fix="use rank 0's IP address, or a name every node's resolver knows.",
                 subject="MASTER_ADDR",
             ))  # fmt: skip
+    if multi:
+        out += _transport_findings(snapshot, env, multi)
+    return out
+
+
+def _transport_findings(snapshot: Snapshot, env: Mapping[str, str], multi: str) -> list[Finding]:
+    node = snapshot.node
+    assert node is not None
+    out: list[Finding] = []
+    routes = route_problems(node, env)
+    if routes:
+        out.append(Finding(
+            code="NET-DUPLICATE-ROUTE", severity="warning",
+            message=f"A multi-node launch ({multi}) on a node with several routes to one "
+                    f"network: {'; '.join(routes[:SHOWN])}. NCCL picks its socket interface "
+                    "by name, but the kernel sends by route: traffic NCCL binds to another "
+                    "interface's address leaves through the route's, and peers that filter "
+                    "by reverse path drop it (connections stall at set-up).",
+            fix="give each interface its own subnet (one route per network), or set "
+                "NCCL_SOCKET_IFNAME to the interface the route uses; `ip route get PEER` "
+                "shows the one taken.",
+            subject="NCCL_SOCKET_IFNAME",
+        ))  # fmt: skip
+    empty, gids = gid_problems(node, env)
+    if gids:
+        value = env.get("NCCL_IB_GID_INDEX") or node.nccl_env.get("NCCL_IB_GID_INDEX")
+        out.append(Finding(
+            code="NET-IB-GID-INDEX", severity="error" if empty else "warning",
+            message=f"NCCL_IB_GID_INDEX={value} on this node's RoCE ports: "
+                    f"{'; '.join(gids[:SHOWN])}. "
+                    + ("An empty entry cannot address the port: NCCL's IB transport fails "
+                       "to connect its queue pairs." if empty else
+                       "RoCE v1 is not routable between subnets, where NCCL expects v2 "
+                       "(NCCL_IB_ROCE_VERSION_NUM defaults to 2)."),
+            fix="set NCCL_IB_GID_INDEX to a RoCE v2 entry that every port has (show_gids, "
+                "or /sys/class/infiniband/DEV/ports/N/gid_attrs/types), or unset it: since "
+                "NCCL 2.21 the default (-1) picks one.",
+            subject="NCCL_IB_GID_INDEX",
+        ))  # fmt: skip
+    missing = plugin_missing(node, env)
+    if missing:
+        out.append(Finding(
+            code="NET-PLUGIN-MISSING", severity="warning",
+            message=f"NCCL_NET_PLUGIN={missing}, but no such NCCL network plugin is on this "
+                    "node's library path (LD_LIBRARY_PATH, the ld.so cache, /lib, /usr/lib): "
+                    "NCCL logs 'NET/Plugin: No plugin found' and falls back to its internal "
+                    "IB or socket transport, at a fraction of the plugin's bandwidth.",
+            fix="add the plugin's folder to LD_LIBRARY_PATH on every node (e.g. "
+                "$HPCX_DIR/nccl_spectrum-x_plugin/lib, /opt/amazon/ofi-nccl/lib), or give "
+                "NCCL_NET_PLUGIN the library's path.",
+            subject="NCCL_NET_PLUGIN",
+        ))  # fmt: skip
     return out

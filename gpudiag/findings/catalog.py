@@ -307,6 +307,7 @@ _FLEET: _Rows = (
     ("FLEET-DRIVER-SKEW", "warning", "the NVIDIA driver or its CUDA version differs between nodes"),
     ("FLEET-TORCH-SKEW", "error", "torch or its CUDA build differs between nodes"),
     ("FLEET-NCCL-SKEW", "error", "the NCCL version differs between nodes"),
+    ("FLEET-NET-PLUGIN-SKEW", "error", "the NCCL network plugin is missing on some nodes"),
     ("FLEET-IMAGE-SKEW", "warning", "the operating system or container image differs"),
     ("FLEET-GPU-COUNT", "error", "some nodes have fewer (or more) GPUs than the others"),
     ("FLEET-GPU-MODEL", "warning", "the GPU model differs between nodes"),
@@ -324,6 +325,14 @@ _FLEET: _Rows = (
     ("FLEET-MASTER-ADDR", "error", "MASTER_ADDR is loopback or unresolved on some nodes"),
     ("FLEET-IB-PARTIAL", "warning", "InfiniBand/RoCE is active on some nodes but not others"),
     ("FLEET-NODE-FACTS-MISSING", "info", "a snapshot older than 1.3 lacks the node facts"),
+    (
+        "FLEET-PROBE-NO-LISTENER",
+        "error",
+        "the first node cannot listen on MASTER_ADDR:MASTER_PORT (--probe)",
+    ),
+    ("FLEET-PROBE-UNREACHABLE", "error", "a node cannot connect to MASTER_ADDR:MASTER_PORT"),
+    ("FLEET-PROBE-FAILED", "error", "an all-reduce between two nodes failed or hung (--probe)"),
+    ("FLEET-PROBE-SLOW", "warning", "all-reduces with one node are much slower (--probe)"),
 )
 
 _NETWORK: _Rows = (
@@ -335,6 +344,9 @@ _NETWORK: _Rows = (
         "a multi-node launch with MASTER_ADDR on loopback",
     ),
     ("NET-MASTER-ADDR-UNRESOLVED", "error", "MASTER_ADDR does not resolve on this node"),
+    ("NET-DUPLICATE-ROUTE", "warning", "routes to one network through several interfaces"),
+    ("NET-IB-GID-INDEX", "error|warning", "NCCL_IB_GID_INDEX names an empty or RoCE v1 entry"),
+    ("NET-PLUGIN-MISSING", "warning", "the NCCL_NET_PLUGIN library is not on the library path"),
 )
 
 _CHECK: _Rows = (

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from gpudiag.core.fleet import FleetNode, node_health
+from gpudiag.core.fleet_probe import NodeProbe, ProbePlan, merge_pairs
 from gpudiag.model import Finding, Snapshot
 from gpudiag.render.findings import render_findings, sort_findings
 from gpudiag.render.table import format_table
@@ -56,13 +58,48 @@ def node_row(node: FleetNode) -> tuple[str, ...]:
     return tuple(_cut(c, w) for c, w in zip(cells, _WIDTH, strict=True))
 
 
+@dataclass(frozen=True)
+class ProbeView:
+    """What ``--probe`` found, for the report: the plan, each node's report, and why a
+    node sent none."""
+
+    plan: ProbePlan
+    reports: Mapping[int, NodeProbe]
+    missing: Mapping[int, str]
+    cut_short: bool = False
+
+    def backend(self) -> str | None:
+        return next((r.backend for _, r in sorted(self.reports.items()) if r.backend), None)
+
+
+def _probe_lines(nodes: Sequence[FleetNode], probe: ProbeView) -> list[str]:
+    plan = probe.plan
+    label = [n.label or n.source for n in nodes]
+    lead = probe.reports.get(0)
+    heard = len(lead.reach.heard) if lead and lead.reach and lead.reach.ok else 0
+    head = (f"Probe: MASTER_ADDR={safe(plan.master_addr)}:{plan.master_port} "
+            f"({probe.backend() or 'no backend'}); {heard} of {max(0, len(nodes) - 1)} other "
+            "node(s) reached it")  # fmt: skip
+    rows = []
+    for o in merge_pairs(len(nodes), probe.reports):
+        result = f"{o.seconds * 1000:.1f} ms" if o.ok and o.seconds else "ok" if o.ok else "FAILED"
+        rows.append((_cut(f"{label[o.a]} - {label[o.b]}", 40), str(o.round + 1), result))
+    lines = [head]
+    if rows:
+        lines += ["", format_table(("pair", "round", "all-reduce 1 MiB"), rows)]
+    return [*lines, ""]
+
+
 def render_fleet(
-    nodes: Sequence[FleetNode], findings: Sequence[Finding], *, source: str, style: Style = PLAIN
-) -> str:
-    """The human report: the node table, the findings, and a one-line verdict."""
+    nodes: Sequence[FleetNode], findings: Sequence[Finding], *, source: str, style: Style = PLAIN,
+    probe: ProbeView | None = None,
+) -> str:  # fmt: skip
+    """The human report: the node table, the probe's pairs, the findings, and a verdict."""
     lines = [f"gpudiag fleet: {len(nodes)} node{'s' if len(nodes) != 1 else ''} ({source})", ""]
     lines.append(format_table(HEADERS, [node_row(n) for n in nodes]))
     lines.append("")
+    if probe is not None:
+        lines += _probe_lines(nodes, probe)
     ordered = sort_findings(findings)
     text = render_findings(ordered, style)
     if text:
@@ -76,7 +113,35 @@ def render_fleet(
     return "\n".join(lines) + "\n"
 
 
-def fleet_to_json(nodes: Sequence[FleetNode], findings: Sequence[Finding]) -> dict[str, Any]:
+def probe_to_json(nodes: Sequence[FleetNode], probe: ProbeView) -> dict[str, Any]:
+    """The ``probe`` object of ``gpudiag fleet --json`` (docs/cli.md)."""
+    label = [n.label or n.source for n in nodes]
+    rows = []
+    for i, _ in enumerate(nodes):
+        report = probe.reports.get(i)
+        reach = report.reach if report else None
+        error = (reach.error if reach and not reach.ok else None) or (
+            report.error if report else probe.missing.get(i)
+        )
+        rows.append({
+            "node": label[i], "role": reach.role if reach else None,
+            "reached": reach.ok if reach else None,
+            "connect_ms": reach.ms if reach else None, "error": error,
+        })  # fmt: skip
+    pairs = [
+        {"nodes": [label[o.a], label[o.b]], "round": o.round + 1, "ok": o.ok,
+         "seconds": o.seconds, "error": o.error}
+        for o in merge_pairs(len(nodes), probe.reports)
+    ]  # fmt: skip
+    return {
+        "master_addr": probe.plan.master_addr, "master_port": probe.plan.master_port,
+        "backend": probe.backend(), "nodes": rows, "pairs": pairs,
+    }  # fmt: skip
+
+
+def fleet_to_json(
+    nodes: Sequence[FleetNode], findings: Sequence[Finding], probe: ProbeView | None = None
+) -> dict[str, Any]:
     """``gpudiag fleet --json`` (docs/cli.md)."""
     rows = []
     for node in nodes:
@@ -102,6 +167,7 @@ def fleet_to_json(nodes: Sequence[FleetNode], findings: Sequence[Finding]) -> di
     return {
         "schema": FLEET_SCHEMA,
         "nodes": rows,
+        "probe": None if probe is None else probe_to_json(nodes, probe),
         "findings": [f.to_json() for f in ordered],
         "errors": sum(1 for f in findings if f.severity == "error"),
         "warnings": sum(1 for f in findings if f.severity == "warning"),

@@ -1,13 +1,15 @@
 """JSON ↔ model for schema 1.3's ``node`` (issue 19): identity, network, NCCL.
 
-Absent or null in a snapshot older than 1.3: it then reads as None ("not collected").
+Absent or null in a snapshot older than 1.3: it then reads as None ("not collected");
+so do 1.4's ``routes``, ``nccl_libs``, ``nccl_net_plugins`` and ``ib_ports[].gids`` in a
+1.3 snapshot.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from gpudiag.network import IbPort, NetInterface, NodeInfo
+from gpudiag.network import IbGid, IbPort, LibraryFile, NetInterface, NodeInfo, Route
 from gpudiag.snapshot.fields import SnapshotError, _list, _obj, _opt, _req, _str_list
 
 
@@ -21,6 +23,14 @@ def _interface(raw: object, where: str) -> NetInterface:
     )
 
 
+def _gid(raw: object, where: str) -> IbGid:
+    d = _obj(raw, where)
+    index = _req(d, "index", int, where)
+    if index < 0:
+        raise SnapshotError(f"{where}.index must not be negative, got {index}")
+    return IbGid(index=index, gid=_req(d, "gid", str, where), type=_opt(d, "type", str, where))
+
+
 def _ib_port(raw: object, where: str) -> IbPort:
     d = _obj(raw, where)
     port = _req(d, "port", int, where)
@@ -29,6 +39,26 @@ def _ib_port(raw: object, where: str) -> IbPort:
         port=port,
         state=_opt(d, "state", str, where),
         link_layer=_opt(d, "link_layer", str, where),
+        gids=_items(d, "gids", where, _gid),
+    )
+
+
+def _route(raw: object, where: str) -> Route:
+    d = _obj(raw, where)
+    return Route(
+        interface=_req(d, "interface", str, where),
+        destination=_req(d, "destination", str, where),
+        gateway=_opt(d, "gateway", str, where),
+        metric=_req(d, "metric", int, where),
+    )
+
+
+def _library(raw: object, where: str) -> LibraryFile:
+    d = _obj(raw, where)
+    return LibraryFile(
+        name=_req(d, "name", str, where),
+        path=_req(d, "path", str, where),
+        via=_req(d, "via", str, where),
     )
 
 
@@ -58,7 +88,16 @@ def node_from_json(raw: object) -> NodeInfo | None:
         master_addr_error=_opt(d, "master_addr_error", str, where),
         nccl_version=_opt(d, "nccl_version", str, where),
         nccl_source=_opt(d, "nccl_source", str, where),
+        routes=_items(d, "routes", where, _route),
+        nccl_libs=_items(d, "nccl_libs", where, _library),
+        nccl_net_plugins=_items(d, "nccl_net_plugins", where, _library),
     )
+
+
+def _libraries(libs: tuple[LibraryFile, ...] | None) -> list[dict[str, str]] | None:
+    if libs is None:
+        return None
+    return [{"name": f.name, "path": f.path, "via": f.via} for f in libs]
 
 
 def node_to_json(node: NodeInfo | None) -> dict[str, Any] | None:
@@ -82,7 +121,15 @@ def node_to_json(node: NodeInfo | None) -> dict[str, Any] | None:
         "ib_ports": None
         if node.ib_ports is None
         else [
-            {"device": p.device, "port": p.port, "state": p.state, "link_layer": p.link_layer}
+            {
+                "device": p.device,
+                "port": p.port,
+                "state": p.state,
+                "link_layer": p.link_layer,
+                "gids": None
+                if p.gids is None
+                else [{"index": g.index, "gid": g.gid, "type": g.type} for g in p.gids],
+            }
             for p in node.ib_ports
         ],
         "nccl_env": dict(node.nccl_env),
@@ -90,4 +137,17 @@ def node_to_json(node: NodeInfo | None) -> dict[str, Any] | None:
         "master_addr_error": node.master_addr_error,
         "nccl_version": node.nccl_version,
         "nccl_source": node.nccl_source,
+        "routes": None
+        if node.routes is None
+        else [
+            {
+                "interface": r.interface,
+                "destination": r.destination,
+                "gateway": r.gateway,
+                "metric": r.metric,
+            }
+            for r in node.routes
+        ],
+        "nccl_libs": _libraries(node.nccl_libs),
+        "nccl_net_plugins": _libraries(node.nccl_net_plugins),
     }
