@@ -1,0 +1,247 @@
+"""Version gates and except fallbacks: code that only some torch versions reach.
+
+Real code keeps the old API for old torch beside the new one (issue 17: 8 of the
+deprecated-AMP warnings were wrong for it), e.g. Lightning's
+``torch.amp.GradScaler(...) if _TORCH_GREATER_EQUAL_2_4 else torch.cuda.amp.GradScaler()``
+or ``try: from torch.amp import X`` / ``except ImportError: from torch.cuda.amp import X``.
+Which branch runs depends on the torch installed where the script runs, which lint
+cannot see, so every finding on a line inside such a branch is info at most, for
+every rule, and its message says why (:data:`GATE_NOTE`, :data:`FALLBACK_NOTE`).
+What counts as a gate is listed in docs/lint.md ("Version gates and fallbacks").
+
+Spans are found from the statements only (iteratively, as the walker's survey) and
+from the expressions of the lines that name a gate, and only for a file with a
+finding to cap: the cost is linear and most files pay nothing.
+"""
+
+from __future__ import annotations
+
+import ast
+import bisect
+import dataclasses
+import re
+from collections.abc import Iterable
+
+from gpudiag.lint.codes import Hit
+from gpudiag.lint.syntax import dotted_name, inner_blocks
+
+GATE_NOTE = "(under a torch-version gate)"
+FALLBACK_NOTE = "(in an except fallback)"
+
+#: A name that holds or computes the torch version: ``TORCH_VERSION``,
+#: ``_TORCH_GREATER_EQUAL_2_4`` (Lightning), ``TORCH_2_4`` (ultralytics),
+#: ``is_torch_version`` (accelerate), ``is_torch_min_version`` (Megatron),
+#: ``is_torch_greater_than_1_6``/``is_torch_less_than_…`` (transformers).
+#: Not ``is_torch_available``, ``torch_dtype`` or ``torch_device``.
+_GATE_IDENT = re.compile(r"torch_?(?:version|\d)|torch\w*(?:version|greater|less_)", re.IGNORECASE)
+#: a quick look at a line before its expressions are read: it may name a gate
+_GATE_TEXT = re.compile(r"__version__|hasattr|getattr|" + _GATE_IDENT.pattern, re.IGNORECASE)
+#: the exceptions a fallback for a missing module or attribute catches
+_FALLBACK_EXC = frozenset({"ImportError", "ModuleNotFoundError", "AttributeError"})
+_CATCH_ALL = frozenset({"Exception", "BaseException"})
+#: nodes read in one test or try body (an `if` test is short; a hostile one is cut)
+_MAX_TEST_NODES = 200
+#: rounds of names assigned from gates (`use_new = TORCH_2_4`; `ok = use_new and x`)
+_MAX_ROUNDS = 3
+
+_Pos = tuple[int, int]
+
+
+def _ident(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
+
+
+def _nodes(root: ast.AST, limit: int = _MAX_TEST_NODES) -> Iterable[ast.AST]:
+    """``ast.walk``'s nodes, at most ``limit`` of them (iterative)."""
+    todo = [root]
+    seen = 0
+    while todo and seen < limit:
+        node = todo.pop()
+        seen += 1
+        yield node
+        todo.extend(ast.iter_child_nodes(node))
+
+
+def is_gate(expr: ast.AST, derived: set[str] | frozenset[str] = frozenset()) -> bool:
+    """Whether an expression reads the torch version (or a name ``derived`` from it)."""
+    for node in _nodes(expr):
+        if isinstance(node, ast.Attribute) and node.attr == "__version__":
+            base = dotted_name(node.value)
+            if base is not None and "torch" in base.split(".")[0].lower():
+                return True  # torch.__version__, torch.version.__version__
+        ident = _ident(node)
+        if ident is not None and (ident in derived or _GATE_IDENT.search(ident)):
+            return True
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("hasattr", "getattr")
+            and node.args
+        ):
+            # hasattr(torch, "amp"), hasattr(torch.amp, "GradScaler"): a feature probe
+            obj = dotted_name(node.args[0])
+            if obj is not None and obj.split(".")[0] == "torch":
+                return True
+    return False
+
+
+def _caught(handler: ast.ExceptHandler) -> set[str]:
+    kinds = handler.type
+    elts = kinds.elts if isinstance(kinds, ast.Tuple) else [kinds] if kinds else []
+    return {name for e in elts if (name := _ident(e)) is not None}
+
+
+def _probes(body: list[ast.stmt]) -> bool:
+    """A try body that tries a module or a torch API: an import, a gate, ``torch.amp``."""
+    for stmt in body:
+        for node in _nodes(stmt):
+            if isinstance(node, (ast.Import, ast.ImportFrom)) or is_gate(node):
+                return True
+            name = dotted_name(node) if isinstance(node, ast.Attribute) else None
+            if name is not None and name.startswith(("torch.amp", "torch.cuda.amp")):
+                return True
+    return False
+
+
+def _is_fallback(try_body: list[ast.stmt], handler: ast.ExceptHandler) -> bool:
+    caught = _caught(handler)
+    if caught & _FALLBACK_EXC:
+        return True
+    return (handler.type is None or bool(caught & _CATCH_ALL)) and _probes(try_body)
+
+
+def _block_span(body: list[ast.stmt]) -> tuple[_Pos, _Pos] | None:
+    if not body:
+        return None
+    first, last = body[0], body[-1]
+    decorators = getattr(first, "decorator_list", None)
+    start = (decorators[0].lineno, 0) if decorators else (first.lineno, first.col_offset)
+    end = (last.end_lineno or last.lineno, last.end_col_offset or 0)
+    return start, end
+
+
+def _expr_span(node: ast.expr) -> tuple[_Pos, _Pos]:
+    return (node.lineno, node.col_offset), (
+        node.end_lineno or node.lineno,
+        node.end_col_offset or 0,
+    )
+
+
+def _header(stmt: ast.stmt) -> Iterable[ast.AST]:
+    """A statement's own expressions, not those of the statements inside it."""
+    if not inner_blocks(stmt):
+        yield stmt
+        return
+    for child in ast.iter_child_nodes(stmt):
+        if isinstance(child, (ast.expr, ast.withitem)):
+            yield child
+
+
+def _names_gate(gate_lines: list[int], stmt: ast.stmt) -> bool:
+    """Whether a line of the statement's own (``_header``) may name a gate."""
+    blocks = [block for block in inner_blocks(stmt) if block]
+    last = min(b[0].lineno for b in blocks) - 1 if blocks else stmt.end_lineno or stmt.lineno
+    at = bisect.bisect_left(gate_lines, stmt.lineno)
+    return at < len(gate_lines) and gate_lines[at] <= max(last, stmt.lineno)
+
+
+@dataclasses.dataclass
+class Spans:
+    """The guarded parts of a module, merged: ``starts[i]``..``ends[i]`` has ``notes[i]``."""
+
+    starts: list[_Pos]
+    ends: list[_Pos]
+    notes: list[str]
+
+    def note_at(self, line: int, col0: int) -> str | None:
+        at = bisect.bisect_right(self.starts, (line, col0)) - 1
+        if at >= 0 and (line, col0) < self.ends[at]:
+            return self.notes[at]
+        return None
+
+
+def spans(tree: ast.Module, lines: list[str]) -> Spans:
+    """The spans of ``tree`` that a torch-version gate or an except fallback guards."""
+    gate_lines = [i for i, text in enumerate(lines, 1) if _GATE_TEXT.search(text)]
+    tests: list[tuple[ast.expr, list[tuple[_Pos, _Pos]]]] = []  # a test, what it guards
+    assigned: list[tuple[list[str], ast.expr]] = []
+    found: list[tuple[_Pos, _Pos, str]] = []
+    stack: list[ast.stmt] = list(reversed(tree.body))
+    while stack:
+        stmt = stack.pop()
+        for block in reversed(inner_blocks(stmt)):
+            stack.extend(reversed(block))
+        if isinstance(stmt, ast.If):
+            guarded = [s for s in (_block_span(stmt.body), _block_span(stmt.orelse)) if s]
+            tests.append((stmt.test, guarded))
+        elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
+            body = stmt.body  # type: ignore[attr-defined]
+            for handler in stmt.handlers:  # type: ignore[attr-defined]
+                span = _block_span(handler.body)
+                if span is not None and _is_fallback(body, handler):
+                    found.append((*span, FALLBACK_NOTE))
+        elif isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            names = [n for t in targets if (n := _ident(t)) is not None]
+            if names:
+                assigned.append((names, stmt.value))
+        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            # def is_new_torch(): return version.parse(torch.__version__) >= …
+            returns = [s.value for s in stmt.body if isinstance(s, ast.Return) and s.value]
+            if len(returns) == 1:
+                assigned.append(([stmt.name], returns[0]))
+        if _names_gate(gate_lines, stmt):
+            # `a if TORCH_2_4 else b` inside the statement's own expressions
+            for part in _header(stmt):
+                for node in _nodes(part, 10 * _MAX_TEST_NODES):
+                    if isinstance(node, ast.IfExp):
+                        tests.append((node.test, [_expr_span(node.body), _expr_span(node.orelse)]))
+    derived: set[str] = set()
+    for _ in range(_MAX_ROUNDS):
+        new = {n for names, value in assigned if is_gate(value, derived) for n in names} - derived
+        if not new:
+            break
+        derived |= new
+    for test, guarded in tests:
+        if is_gate(test, derived):
+            found.extend((start, end, GATE_NOTE) for start, end in guarded)
+    return _merge(found)
+
+
+def _merge(found: list[tuple[_Pos, _Pos, str]]) -> Spans:
+    """The union of the spans (nested or apart, as a syntax tree's are); an outer span's
+    note is kept."""
+    found.sort(key=lambda s: (s[0], (-s[1][0], -s[1][1])))
+    out = Spans([], [], [])
+    for start, end, note in found:
+        if out.ends and start < out.ends[-1]:
+            out.ends[-1] = max(out.ends[-1], end)
+            continue
+        out.starts.append(start)
+        out.ends.append(end)
+        out.notes.append(note)
+    return out
+
+
+def cap(hits: list[Hit], tree: ast.Module | None, lines: list[str]) -> list[Hit]:
+    """``hits``, with each one inside a gate or a fallback made info at most and noted."""
+    if not hits or tree is None:
+        return hits
+    guarded = spans(tree, lines)
+    if not guarded.starts:
+        return hits
+    out: list[Hit] = []
+    for h in hits:
+        note = guarded.note_at(h.line, h.col - 1)
+        if note is None:
+            out.append(h)
+            continue
+        finding = dataclasses.replace(
+            h.finding, severity="info", message=f"{h.finding.message} {note}"
+        )
+        out.append(Hit(h.line, h.col, finding))
+    return out
