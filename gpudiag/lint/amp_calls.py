@@ -85,10 +85,12 @@ class AmpCalls(CallSemantics):
 
     def call_path(self, path: str, node: ast.Call, args: list[Val], kw: dict[str, Val]) -> Val:
         val = super().call_path(path, node, args, kw)
-        owner = params_owner(argument(node, 0, "params"))
-        torch_optim = _TORCH_OPTIM.fullmatch(path) is not None and not path.startswith(_NOT_OPTIM)
         last = path.rsplit(".", 1)[-1]
-        if torch_optim or (last[:1].isupper() and (owner or _OPTIM_NAME.fullmatch(last))):
+        if not last[:1].isupper():
+            return val  # an optimizer is a class: most calls stop here
+        torch_optim = _TORCH_OPTIM.fullmatch(path) is not None and not path.startswith(_NOT_OPTIM)
+        owner = params_owner(argument(node, 0, "params")) if node.args or node.keywords else None
+        if torch_optim or owner or _OPTIM_NAME.fullmatch(last):
             # apex FusedAdam(model.parameters()), bnb.optim.AdamW8bit(…): an optimizer
             # lint cannot read; only torch.optim's are known to need float32 gradients
             self.optimizers[node] = (path, owner or "")

@@ -21,6 +21,8 @@ from gpudiag.lint.facts import Event, Facts
 from gpudiag.lint.syntax import argument
 from gpudiag.model import Severity
 
+#: the arguments a deprecation text shows, when not "(args...)"
+_ARGS = {"torch.cuda.amp.autocast_mode._cast": "(value, dtype)"}
 #: calls whose second argument names a type, not a use of it
 _TYPE_CHECKS = frozenset({"isinstance", "issubclass", "assertIsInstance", "assertNotIsInstance"})
 
@@ -69,7 +71,8 @@ def deprecated_rules(facts: Facts) -> list[Hit]:
                 message,
                 "Use " + "; ".join(r for _, r in names) + ".",
                 " ".join(
-                    f"FutureWarning: `{n}(args...)` is deprecated. Please use `{r}` instead."
+                    f"FutureWarning: `{n}{_ARGS.get(n, '(args...)')}` is deprecated. "
+                    f"Please use `{r}` instead."
                     for n, r in names
                 ),
                 names[0][0],

@@ -5,11 +5,13 @@ same file is inlined at the call site (bounded), so ``main()`` under
 ``if __name__ == "__main__":`` runs where it is called, and the target of
 ``mp.spawn`` runs as a new process. Functions nothing calls are walked at the
 end, each as its own process (``def:NAME``). Every definition is read: a call by
-name resolves to the first definition of that name in the file (the ``if`` arm of
-a function defined under ``if``/``else``), ``self.X()`` to the walked method's own
-class's ``X`` when it has one, and every other definition, which no call resolves
+name (``f()``, ``self.f()``, ``obj.f()``) resolves to the first definition of that
+name in the file, as before (the ``if`` arm of a function defined under ``if``/``else``;
+the first class's ``forward``), and every other definition, which no call resolves
 to, runs at the end as its own process (``def:NAME@LINE``), so a second class's
-``forward`` is read too (issue 17: 10 deprecated-AMP uses were hidden there).
+``forward`` is read too (issue 17: 10 deprecated-AMP uses were hidden there). Those
+later walks start from what their class's ``__init__`` left in ``self``, and follow a
+call only into a body not read yet (the time stays near what it was).
 Names live in one table keyed by
 their dotted spelling (``model``, ``self.model``, ``args.local_rank``): crude,
 but enough for the data flow the rules need, and it never runs the script.
@@ -29,11 +31,6 @@ from gpudiag.lint.values import UNKNOWN, Val, const, union
 _MAX_INLINE = 4
 #: the ``self.…`` names kept from a class's ``__init__`` for its other methods
 _MAX_KEPT = 64
-#: methods the call semantics read themselves (nn.Module's, a sampler's), never inlined
-_BUILTIN = frozenset(
-    {"cuda", "to", "cpu", "half", "bfloat16", "parameters", "state_dict", "load_state_dict"}
-    | {"set_epoch", "add_argument", "scale", "step", "unscale_", "update", "start", "format"}
-)
 _MAX_DEPTH = 12
 
 
@@ -50,9 +47,8 @@ class _Survey:
         self.classes: dict[str, ast.ClassDef] = {}
         #: the definitions no call by name resolves to, and whether each is a method
         self.others: list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, bool]] = []
-        #: a method's class, and each class's own methods (the first of each name)
+        #: each method's class
         self.owner: dict[ast.AST, ast.ClassDef] = {}
-        self.own: dict[ast.ClassDef, dict[str, ast.FunctionDef | ast.AsyncFunctionDef]] = {}
         stack: list[tuple[ast.stmt, ast.ClassDef | None]] = [
             (node, None) for node in reversed(tree.body)
         ]
@@ -69,7 +65,6 @@ class _Survey:
                     self.others.append((node, cls is not None))
                 if cls is not None:
                     self.owner[node] = cls
-                    self.own.setdefault(cls, {}).setdefault(node.name, node)
                 inner = [(member, None) for member in node.body]
             else:
                 inner = [(sub, cls) for block in inner_blocks(node) for sub in block]
@@ -93,10 +88,9 @@ class Walker(AmpCalls):
         self.classes = survey.classes
         self.others = survey.others
         self.owner = survey.owner
-        self.own = survey.own
-        #: the class of the method being walked (``self.X()`` is its own X first)
-        self.cls: ast.ClassDef | None = None
         self.inlined: dict[ast.AST, int] = {}
+        #: how many times one body is followed into (fewer once the later definitions run)
+        self.max_inline = _MAX_INLINE
         self.returns: list[list[Val]] = []
         self.depth = 0
 
@@ -117,6 +111,10 @@ class Walker(AmpCalls):
                 continue
             cls = self.owner.get(fn)
             if at >= first_defs:
+                # the later definitions follow a call only into a body not read yet: each
+                # is read once more, not up to _MAX_INLINE times (the time stays linear
+                # and near what it was when only first definitions were read)
+                self.max_inline = 1
                 # each later definition from what its class's __init__ left in `self`, not
                 # from what another method (or another class) put there: the order the
                 # methods are read in is not the order a caller calls them in
@@ -321,28 +319,6 @@ class Walker(AmpCalls):
 
     # ------------------------------------------------------------------ inlining
 
-    def call_method(
-        self,
-        meth: str,
-        obj: Val,
-        obj_node: ast.expr,
-        node: ast.Call,
-        args: list[Val],
-        kw: dict[str, Val],
-    ) -> Val:
-        """``self.X()`` runs the walked method's own class's X, and ``obj.X()`` the X of
-        the class ``obj`` was made from, when that class defines X: calls by name resolve
-        to the first definition of a name in the file (two classes' ``forward``)."""
-        cls = None
-        if isinstance(obj_node, ast.Name) and obj_node.id == "self":
-            cls = self.cls
-        elif obj.kind in ("instance", "module") and obj.extra:
-            cls = self.classes.get(str(obj.extra[0]))
-        own = self.own.get(cls, {}).get(meth) if cls is not None else None
-        if own is not None and own is not self.methods.get(meth) and meth not in _BUILTIN:
-            return self.inline(own, args, list(kw.items()), skip_self=True)
-        return super().call_method(meth, obj, obj_node, node, args, kw)
-
     def inline(
         self,
         fn: ast.FunctionDef | ast.AsyncFunctionDef,
@@ -352,11 +328,9 @@ class Walker(AmpCalls):
         skip_self: bool = False,
     ) -> Val:
         count = self.inlined.get(fn, 0)
-        if count >= _MAX_INLINE or self.depth >= _MAX_DEPTH:
+        if count >= self.max_inline or self.depth >= _MAX_DEPTH:
             return UNKNOWN
         self.inlined[fn] = count + 1
-        cls = self.cls
-        self.cls = self.owner.get(fn, cls)  # a nested function keeps its method's `self`
         params = [a.arg for a in [*fn.args.posonlyargs, *fn.args.args]]
         if skip_self and params:
             params = params[1:]
@@ -377,7 +351,6 @@ class Walker(AmpCalls):
         try:
             self.exec_block(fn.body)
         finally:
-            self.cls = cls
             self.loops = loops
             self.depth -= 1
             results = self.returns.pop()
