@@ -33,11 +33,13 @@ _MAX_PARAM_NODES = 64
 _MAX_CHAIN = 8
 
 
-def params_owner(arg: ast.expr | None) -> str | None:
+def params_owners(arg: ast.expr | None) -> str:
     """``model`` for ``model.parameters()`` (also inside a list, a filter or a
-    comprehension over it; ``named_parameters`` too), else None."""
+    comprehension over it; ``named_parameters`` too), ``model head`` for both
+    models' parameters; "" when none is seen."""
     if arg is None:
-        return None
+        return ""
+    owners: list[str] = []
     todo: list[ast.AST] = [arg]
     seen = 0
     while todo and seen < _MAX_PARAM_NODES:
@@ -48,9 +50,11 @@ def params_owner(arg: ast.expr | None) -> str | None:
             and isinstance(node.func, ast.Attribute)
             and node.func.attr in ("parameters", "named_parameters")
         ):
-            return dotted_name(node.func.value)
+            name = dotted_name(node.func.value)
+            if name is not None and name not in owners:
+                owners.append(name)
         todo.extend(ast.iter_child_nodes(node))
-    return None
+    return " ".join(owners)
 
 
 class AmpCalls(CallSemantics):
@@ -58,7 +62,8 @@ class AmpCalls(CallSemantics):
 
     def __init__(self) -> None:
         super().__init__()
-        #: an optimizer's call -> (what it resolves to, whose parameters it holds)
+        #: an optimizer's call -> (what it resolves to, whose parameters it holds:
+        #: dotted names separated by blanks)
         self.optimizers: dict[ast.AST, tuple[str, str]] = {}
         #: a call with torch_dtype=float16/bfloat16 -> its "half" event (named at bind)
         self.dtyped: dict[ast.AST, Event] = {}
@@ -89,12 +94,12 @@ class AmpCalls(CallSemantics):
         if not last[:1].isupper():
             return val  # an optimizer is a class: most calls stop here
         torch_optim = _TORCH_OPTIM.fullmatch(path) is not None and not path.startswith(_NOT_OPTIM)
-        owner = params_owner(argument(node, 0, "params")) if node.args or node.keywords else None
+        owner = params_owners(argument(node, 0, "params")) if node.args or node.keywords else ""
         if torch_optim or owner or _OPTIM_NAME.fullmatch(last):
             # apex FusedAdam(model.parameters()), bnb.optim.AdamW8bit(…): an optimizer
             # lint cannot read; only torch.optim's are known to need float32 gradients
-            self.optimizers[node] = (path, owner or "")
-            self.event("optimizer", node, data={"path": path, "owner": owner or ""})
+            self.optimizers[node] = (path, owner)
+            self.event("optimizer", node, data={"path": path, "owner": owner})
             if val.kind in (None, "optimizer") and val.node is not node:
                 return Val(kind="optimizer", node=node, tags=val.tags)
         return val
@@ -112,7 +117,10 @@ class AmpCalls(CallSemantics):
             opt = args[0] if args else kw.get("optimizer")
             made = opt.node if opt is not None else None
             path, owner = self.optimizers.get(made, ("", "")) if made is not None else ("", "")
-            self.event("scaler_step", node, data={"method": meth, "path": path, "owner": owner})
+            data: dict[str, object] = {"method": meth, "path": path, "owner": owner}
+            if obj.node is not None:
+                data["scaler"] = obj.node  # the GradScaler(...) call: its line, its event
+            self.event("scaler_step", node, data=data)
         return super().call_method(meth, obj, obj_node, node, args, kw)
 
     def name_dtyped(self, key: str, value_node: ast.AST) -> None:

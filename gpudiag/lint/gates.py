@@ -115,9 +115,11 @@ def _is_fallback(try_body: list[ast.stmt], handler: ast.ExceptHandler) -> bool:
 
 
 def _block_span(body: list[ast.stmt]) -> tuple[_Pos, _Pos] | None:
-    if not body:
-        return None
-    first, last = body[0], body[-1]
+    return _span_of(body[0], body[-1]) if body else None
+
+
+def _span_of(first: ast.stmt, last: ast.stmt) -> tuple[_Pos, _Pos]:
+    """From ``first`` (its decorators included) to the end of ``last``."""
     decorators = getattr(first, "decorator_list", None)
     start = (decorators[0].lineno, 0) if decorators else (first.lineno, first.col_offset)
     end = (last.end_lineno or last.lineno, last.end_col_offset or 0)
@@ -170,36 +172,19 @@ def spans(tree: ast.Module, lines: list[str]) -> Spans:
     tests: list[tuple[ast.expr, list[tuple[_Pos, _Pos]]]] = []  # a test, what it guards
     assigned: list[tuple[list[str], ast.expr]] = []
     found: list[tuple[_Pos, _Pos, str]] = []
-    stack: list[ast.stmt] = list(reversed(tree.body))
-    while stack:
-        stmt = stack.pop()
-        for block in reversed(inner_blocks(stmt)):
-            stack.extend(reversed(block))
-        if isinstance(stmt, ast.If):
-            guarded = [s for s in (_block_span(stmt.body), _block_span(stmt.orelse)) if s]
-            tests.append((stmt.test, guarded))
-        elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
-            body = stmt.body  # type: ignore[attr-defined]
-            for handler in stmt.handlers:  # type: ignore[attr-defined]
-                span = _block_span(handler.body)
-                if span is not None and _is_fallback(body, handler):
-                    found.append((*span, FALLBACK_NOTE))
-        elif isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
-            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-            names = [n for t in targets if (n := _ident(t)) is not None]
-            if names:
-                assigned.append((names, stmt.value))
-        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            # def is_new_torch(): return version.parse(torch.__version__) >= …
-            returns = [s.value for s in stmt.body if isinstance(s, ast.Return) and s.value]
-            if len(returns) == 1:
-                assigned.append(([stmt.name], returns[0]))
-        if _names_gate(gate_lines, stmt):
-            # `a if TORCH_2_4 else b` inside the statement's own expressions
-            for part in _header(stmt):
-                for node in _nodes(part, 10 * _MAX_TEST_NODES):
-                    if isinstance(node, ast.IfExp):
-                        tests.append((node.test, [_expr_span(node.body), _expr_span(node.orelse)]))
+    blocks: list[list[ast.stmt]] = [tree.body]
+    while blocks:
+        block = blocks.pop()
+        for at, stmt in enumerate(block):
+            blocks.extend(inner_blocks(stmt))
+            _survey(stmt, block, at, tests, assigned, found)
+            if _names_gate(gate_lines, stmt):
+                # `a if TORCH_2_4 else b` inside the statement's own expressions
+                for part in _header(stmt):
+                    for node in _nodes(part, 10 * _MAX_TEST_NODES):
+                        if isinstance(node, ast.IfExp):
+                            spans = [_expr_span(node.body), _expr_span(node.orelse)]
+                            tests.append((node.test, spans))
     derived: set[str] = set()
     for _ in range(_MAX_ROUNDS):
         new = {n for names, value in assigned if is_gate(value, derived) for n in names} - derived
@@ -210,6 +195,44 @@ def spans(tree: ast.Module, lines: list[str]) -> Spans:
         if is_gate(test, derived):
             found.extend((start, end, GATE_NOTE) for start, end in guarded)
     return _merge(found)
+
+
+def _survey(
+    stmt: ast.stmt,
+    block: list[ast.stmt],
+    at: int,
+    tests: list[tuple[ast.expr, list[tuple[_Pos, _Pos]]]],
+    assigned: list[tuple[list[str], ast.expr]],
+    found: list[tuple[_Pos, _Pos, str]],
+) -> None:
+    """One statement's candidate gate, its fallbacks, and the names it may derive."""
+    if isinstance(stmt, ast.If):
+        guarded = [s for s in (_block_span(stmt.body), _block_span(stmt.orelse)) if s]
+        if not stmt.orelse and _exits(stmt.body) and at + 1 < len(block):
+            # `if TORCH_2_4: return new` then the old API: the rest of the block is the
+            # gate's other branch
+            guarded.append(_span_of(block[at + 1], block[-1]))
+        tests.append((stmt.test, guarded))
+    elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
+        body = stmt.body  # type: ignore[attr-defined]
+        for handler in stmt.handlers:  # type: ignore[attr-defined]
+            span = _block_span(handler.body)
+            if span is not None and _is_fallback(body, handler):
+                found.append((*span, FALLBACK_NOTE))
+    elif isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        names = [n for t in targets if (n := _ident(t)) is not None]
+        if names:
+            assigned.append((names, stmt.value))
+    elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        # def is_new_torch(): return version.parse(torch.__version__) >= …
+        returns = [s.value for s in stmt.body if isinstance(s, ast.Return) and s.value]
+        if len(returns) == 1:
+            assigned.append(([stmt.name], returns[0]))
+
+
+def _exits(body: list[ast.stmt]) -> bool:
+    return bool(body) and isinstance(body[-1], (ast.Return, ast.Raise, ast.Continue, ast.Break))
 
 
 def _merge(found: list[tuple[_Pos, _Pos, str]]) -> Spans:

@@ -147,10 +147,12 @@ def scaler_rules(facts: Facts) -> list[Hit]:
     return out + _param_hits(facts, scalers)
 
 
-def _related(owner: str, key: str) -> bool:
-    """``model`` and ``model``, ``model.module`` or ``model.encoder``: the same weights."""
-    return bool(owner) and (
+def _related(owners: str, key: str) -> bool:
+    """``model`` and ``model``, ``model.module`` or ``model.encoder``: the same weights
+    (``owners``: the dotted names an optimizer's parameters come from, blank-separated)."""
+    return any(
         owner == key or owner.startswith(key + ".") or key.startswith(owner + ".")
+        for owner in owners.split()
     )
 
 
@@ -173,7 +175,7 @@ def _scaler_device(scaler: Event) -> str | None:
 
 def _param_hits(facts: Facts, scalers: list[Event]) -> list[Hit]:
     """LINT-SCALER-FP16-PARAMS: each line that makes a model's weights float16 (or
-    bfloat16, under a CUDA scaler) in a process with a GradScaler.
+    bfloat16, under a CUDA scaler) in a process that makes or steps a GradScaler.
 
     error: a torch.optim optimizer over those weights is stepped (``scaler.step`` /
     ``unscale_``) by the scaler after the line: torch raises. warning: the optimizer
@@ -183,10 +185,15 @@ def _param_hits(facts: Facts, scalers: list[Event]) -> list[Hit]:
     first: dict[str, Event] = {}
     for made in scalers:
         first.setdefault(made.proc, made)
+    made_at = {id(made.node): made for made in scalers}
     optimizers = facts.of("optimizer")
     steps: dict[str, list[Event]] = {}
     for step in facts.of("scaler_step"):
         steps.setdefault(step.proc, []).append(step)
+        # a method that steps the scaler its class's __init__ made (self.scaler)
+        scaler_of = made_at.get(id(step.data.get("scaler")))
+        if scaler_of is not None:
+            first.setdefault(step.proc, scaler_of)
     out: list[Hit] = []
     # `model = model.cuda().half()` is two events: the call's (a module, no name yet)
     # and the binding's (the name): one line, one model
