@@ -468,3 +468,38 @@ def test_many_definitions_and_gates_take_linear_time(make) -> None:  # type: ign
     assert large < 9 * small + 0.05, (small, large)
     found = lint_source(make(600))
     assert found and all(f.line > 0 for f in found)
+
+
+def test_a_gate_that_refuses_old_torch_does_not_guard_the_script_after_it() -> None:
+    # horovod: `if amp and torch < 1.6: raise ValueError(...)`, then the training itself
+    text = """\
+import torch
+from packaging import version
+
+def main(args):
+    if args.amp and version.parse(torch.__version__) < version.parse("1.6.0"):
+        raise ValueError("needs torch >= 1.6")
+    if version.parse(torch.__version__) < version.parse("2.0"):
+        return None
+    scaler = torch.cuda.amp.GradScaler()
+    return scaler
+"""
+    assert _found(text, "LINT-AMP-DEPRECATED") == [(9, "warning")]
+
+
+def test_the_other_branch_of_a_refusal_is_the_script() -> None:
+    text = """\
+import sys
+import torch
+from utils import TORCH_VERSION
+
+if TORCH_VERSION < (1, 6):
+    raise SystemExit("needs torch >= 1.6")
+else:
+    scaler = torch.cuda.amp.GradScaler()
+if TORCH_VERSION >= (1, 6):
+    ctx = torch.cuda.amp.autocast()
+else:
+    sys.exit("needs torch >= 1.6")
+"""
+    assert _found(text, "LINT-AMP-DEPRECATED") == [(8, "warning"), (10, "warning")]

@@ -207,10 +207,15 @@ def _survey(
 ) -> None:
     """One statement's candidate gate, its fallbacks, and the names it may derive."""
     if isinstance(stmt, ast.If):
-        guarded = [s for s in (_block_span(stmt.body), _block_span(stmt.orelse)) if s]
-        if not stmt.orelse and _exits(stmt.body) and at + 1 < len(block):
-            # `if TORCH_2_4: return new` then the old API: the rest of the block is the
-            # gate's other branch
+        # both branches, but not the script after a branch that only refuses old torch
+        # (`if torch < 1.6: raise …` / `else: <the training>`)
+        body = None if _refuses(stmt.orelse) else _block_span(stmt.body)
+        orelse = None if _refuses(stmt.body) else _block_span(stmt.orelse)
+        guarded = [span for span in (body, orelse) if span]
+        if not stmt.orelse and at + 1 < len(block) and _returns(stmt.body) and _returns(block):
+            # `if TORCH_2_4: return new()` then `return old()`: the rest of the block is
+            # the gate's other branch. Not after a `raise` (horovod: `if amp and torch <
+            # 1.6: raise`) nor a bare `return`: what follows is the script itself
             guarded.append(_span_of(block[at + 1], block[-1]))
         tests.append((stmt.test, guarded))
     elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
@@ -231,8 +236,21 @@ def _survey(
             assigned.append(([stmt.name], returns[0]))
 
 
-def _exits(body: list[ast.stmt]) -> bool:
-    return bool(body) and isinstance(body[-1], (ast.Return, ast.Raise, ast.Continue, ast.Break))
+def _refuses(body: list[ast.stmt]) -> bool:
+    """The block ends in ``raise`` or ``sys.exit(…)``: it stops, it offers no other API."""
+    last = body[-1] if body else None
+    if isinstance(last, ast.Raise):
+        return True
+    call = last.value if isinstance(last, ast.Expr) else None
+    return isinstance(call, ast.Call) and dotted_name(call.func) in ("sys.exit", "exit", "quit")
+
+
+def _returns(body: list[ast.stmt]) -> bool:
+    """The block ends in ``return <value>`` (not ``return`` nor ``return None``)."""
+    last = body[-1] if body else None
+    if not isinstance(last, ast.Return) or last.value is None:
+        return False
+    return not (isinstance(last.value, ast.Constant) and last.value.value is None)
 
 
 def _merge(found: list[tuple[_Pos, _Pos, str]]) -> Spans:
