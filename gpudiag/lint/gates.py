@@ -143,12 +143,17 @@ def _header(stmt: ast.stmt) -> Iterable[ast.AST]:
             yield child
 
 
-def _names_gate(gate_lines: list[int], stmt: ast.stmt) -> bool:
-    """Whether a line of the statement's own (``_header``) may name a gate."""
-    blocks = [block for block in inner_blocks(stmt) if block]
+def _names_gate(gate_lines: list[int], stmt: ast.stmt, inner: list[list[ast.stmt]]) -> bool:
+    """Whether a line of the statement's own (``_header``; ``inner``: its blocks) may
+    name a gate."""
+    blocks = [block for block in inner if block]
     last = min(b[0].lineno for b in blocks) - 1 if blocks else stmt.end_lineno or stmt.lineno
-    at = bisect.bisect_left(gate_lines, stmt.lineno)
-    return at < len(gate_lines) and gate_lines[at] <= max(last, stmt.lineno)
+    return _any_between(gate_lines, stmt.lineno, max(last, stmt.lineno))
+
+
+def _any_between(sorted_lines: list[int], first: int, last: int) -> bool:
+    at = bisect.bisect_left(sorted_lines, first)
+    return at < len(sorted_lines) and sorted_lines[at] <= last
 
 
 @dataclasses.dataclass
@@ -167,46 +172,76 @@ class Spans:
 
 
 def spans(tree: ast.Module, lines: list[str]) -> Spans:
-    """The spans of ``tree`` that a torch-version gate or an except fallback guards."""
+    """The spans of ``tree`` that a torch-version gate or an except fallback guards.
+
+    Linear: one pass over the statements; an expression is read only on a line that
+    may name a gate (``_GATE_TEXT``), and without such a line nothing can be a gate
+    (a name derived from one is assigned on one), so only fallbacks are looked for."""
     gate_lines = [i for i, text in enumerate(lines, 1) if _GATE_TEXT.search(text)]
-    tests: list[tuple[ast.expr, list[tuple[_Pos, _Pos]]]] = []  # a test, what it guards
-    assigned: list[tuple[list[str], ast.expr]] = []
+    if not gate_lines and not any("except" in text for text in lines):
+        return Spans([], [], [])  # no gate, no fallback: the statements need no reading
+    tests: list[tuple[ast.expr, list[tuple[_Pos, _Pos]]]] | None = [] if gate_lines else None
+    assigned: list[tuple[list[str], ast.expr, int]] = []
     found: list[tuple[_Pos, _Pos, str]] = []
     blocks: list[list[ast.stmt]] = [tree.body]
     while blocks:
         block = blocks.pop()
         for at, stmt in enumerate(block):
-            blocks.extend(inner_blocks(stmt))
+            inner = inner_blocks(stmt)
+            blocks.extend(inner)
             _survey(stmt, block, at, tests, assigned, found)
-            if _names_gate(gate_lines, stmt):
+            if tests is not None and _names_gate(gate_lines, stmt, inner):
                 # `a if TORCH_2_4 else b` inside the statement's own expressions
                 for part in _header(stmt):
                     for node in _nodes(part, 10 * _MAX_TEST_NODES):
                         if isinstance(node, ast.IfExp):
                             spans = [_expr_span(node.body), _expr_span(node.orelse)]
                             tests.append((node.test, spans))
-    derived: set[str] = set()
-    for _ in range(_MAX_ROUNDS):
-        new = {n for names, value in assigned if is_gate(value, derived) for n in names} - derived
-        if not new:
-            break
-        derived |= new
+    if tests is None:
+        return _merge(found)
+    derived = _derived(assigned, gate_lines, lines)
     for test, guarded in tests:
         if is_gate(test, derived):
             found.extend((start, end, GATE_NOTE) for start, end in guarded)
     return _merge(found)
 
 
+def _derived(
+    assigned: list[tuple[list[str], ast.expr, int]], gate_lines: list[int], lines: list[str]
+) -> set[str]:
+    """The names assigned a gate (``NEW_AMP = version.parse(torch.__version__) >= …``),
+    then those assigned from them (``USE_OLD = not NEW_AMP``), :data:`_MAX_ROUNDS` deep.
+    A value is read only where its line names a gate or a name found before."""
+    derived: set[str] = set()
+    pattern: re.Pattern[str] | None = None
+    for _ in range(_MAX_ROUNDS):
+        new: set[str] = set()
+        for names, value, line in assigned:
+            if pattern is None:
+                if not _any_between(gate_lines, line, value.end_lineno or line):
+                    continue
+            elif not pattern.search(lines[line - 1] if line <= len(lines) else ""):
+                continue
+            if is_gate(value, derived):
+                new.update(n for n in names if n not in derived)
+        if not new:
+            break
+        derived |= new
+        pattern = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(derived))) + r")\b")
+    return derived
+
+
 def _survey(
     stmt: ast.stmt,
     block: list[ast.stmt],
     at: int,
-    tests: list[tuple[ast.expr, list[tuple[_Pos, _Pos]]]],
-    assigned: list[tuple[list[str], ast.expr]],
+    tests: list[tuple[ast.expr, list[tuple[_Pos, _Pos]]]] | None,
+    assigned: list[tuple[list[str], ast.expr, int]],
     found: list[tuple[_Pos, _Pos, str]],
 ) -> None:
-    """One statement's candidate gate, its fallbacks, and the names it may derive."""
-    if isinstance(stmt, ast.If):
+    """One statement's candidate gate, its fallbacks, and the names it may derive
+    (``tests`` None: the file names no gate)."""
+    if isinstance(stmt, ast.If) and tests is not None:
         # both branches, but not the script after a branch that only refuses old torch
         # (`if torch < 1.6: raise …` / `else: <the training>`)
         body = None if _refuses(stmt.orelse) else _block_span(stmt.body)
@@ -224,16 +259,18 @@ def _survey(
             span = _block_span(handler.body)
             if span is not None and _is_fallback(body, handler):
                 found.append((*span, FALLBACK_NOTE))
+    elif tests is None:
+        return
     elif isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
         targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
         names = [n for t in targets if (n := _ident(t)) is not None]
         if names:
-            assigned.append((names, stmt.value))
+            assigned.append((names, stmt.value, stmt.value.lineno))
     elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
         # def is_new_torch(): return version.parse(torch.__version__) >= …
         returns = [s.value for s in stmt.body if isinstance(s, ast.Return) and s.value]
         if len(returns) == 1:
-            assigned.append(([stmt.name], returns[0]))
+            assigned.append(([stmt.name], returns[0], returns[0].lineno))
 
 
 def _refuses(body: list[ast.stmt]) -> bool:
