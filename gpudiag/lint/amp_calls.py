@@ -12,7 +12,6 @@ failure; another optimizer may do its own unscaling.
 from __future__ import annotations
 
 import ast
-import re
 
 from gpudiag.lint.calls import CallSemantics
 from gpudiag.lint.facts import Event
@@ -20,13 +19,9 @@ from gpudiag.lint.syntax import argument, dotted_name, keyword
 from gpudiag.lint.values import Val
 
 #: torch's own optimizers (torch.optim.Adam, torch.optim.adamw.AdamW), not its schedulers
-_TORCH_OPTIM = re.compile(r"torch\.optim\.(?:[a-z_]+\.)?[A-Z]\w*")
 _NOT_OPTIM = ("torch.optim.lr_scheduler.", "torch.optim.swa_utils.")
 #: another library's optimizer class (apex FusedAdam, DistributedFusedLAMB, bnb AdamW8bit)
-_OPTIM_NAME = re.compile(
-    r"[A-Z]\w*(?:Adam|LAMB|Lamb|SGD|Optim|Lion|Adagrad|RMSprop|LARS|Adafactor|NovoGrad)\w*"
-    r"|(?:Adam|SGD|Lion|Adagrad|RMSprop|Adafactor|NovoGrad)\w*"
-)
+_OPTIM_TOKENS = ("Adam", "LAMB", "Lamb", "SGD", "Optim", "Lion", "Adagrad", "RMSprop", "LARS")
 #: nodes read in an optimizer's first argument to find whose parameters it holds
 _MAX_PARAM_NODES = 64
 #: calls followed down a chain (`X.from_pretrained(…, torch_dtype=…).to(dev).eval()`)
@@ -37,8 +32,8 @@ def params_owners(arg: ast.expr | None) -> str:
     """``model`` for ``model.parameters()`` (also inside a list, a filter or a
     comprehension over it; ``named_parameters`` too), ``model head`` for both
     models' parameters; "" when none is seen."""
-    if arg is None:
-        return ""
+    if arg is None or isinstance(arg, (ast.Name, ast.Attribute, ast.Constant)):
+        return ""  # `DataParallel(m)`, `Adam(params)`: no .parameters() call in it
     owners: list[str] = []
     todo: list[ast.AST] = [arg]
     seen = 0
@@ -90,12 +85,15 @@ class AmpCalls(CallSemantics):
 
     def call_path(self, path: str, node: ast.Call, args: list[Val], kw: dict[str, Val]) -> Val:
         val = super().call_path(path, node, args, kw)
-        last = path.rsplit(".", 1)[-1]
+        last = path.rpartition(".")[2]
         if not last[:1].isupper():
             return val  # an optimizer is a class: most calls stop here
-        torch_optim = _TORCH_OPTIM.fullmatch(path) is not None and not path.startswith(_NOT_OPTIM)
-        owner = params_owners(argument(node, 0, "params")) if node.args or node.keywords else ""
-        if torch_optim or owner or _OPTIM_NAME.fullmatch(last):
+        torch_optim = path.startswith("torch.optim.") and not path.startswith(_NOT_OPTIM)
+        named = any(token in last for token in _OPTIM_TOKENS)
+        owner = (
+            params_owners(argument(node, 0, "params")) if torch_optim or named or node.args else ""
+        )
+        if torch_optim or named or owner:
             # apex FusedAdam(model.parameters()), bnb.optim.AdamW8bit(…): an optimizer
             # lint cannot read; only torch.optim's are known to need float32 gradients
             self.optimizers[node] = (path, owner)

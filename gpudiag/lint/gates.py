@@ -177,8 +177,13 @@ def spans(tree: ast.Module, lines: list[str]) -> Spans:
     Linear: one pass over the statements; an expression is read only on a line that
     may name a gate (``_GATE_TEXT``), and without such a line nothing can be a gate
     (a name derived from one is assigned on one), so only fallbacks are looked for."""
-    gate_lines = [i for i, text in enumerate(lines, 1) if _GATE_TEXT.search(text)]
-    if not gate_lines and not any("except" in text for text in lines):
+    whole = "\n".join(lines)  # one search of the text first: most files name no gate
+    gate_lines = (
+        [i for i, text in enumerate(lines, 1) if _GATE_TEXT.search(text)]
+        if _GATE_TEXT.search(whole)
+        else []
+    )
+    if not gate_lines and "except" not in whole:
         return Spans([], [], [])  # no gate, no fallback: the statements need no reading
     tests: list[tuple[ast.expr, list[tuple[_Pos, _Pos]]]] | None = [] if gate_lines else None
     assigned: list[tuple[list[str], ast.expr, int]] = []
