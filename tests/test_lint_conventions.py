@@ -90,8 +90,8 @@ def test_the_unknown_code_warning_can_itself_be_suppressed() -> None:
 _MIXED = """\
 import torch
 from torch.utils.data import DataLoader
-ds = sampler = opt = None
-model = torch.nn.Linear(1, 1).cuda().half()
+ds = sampler = None
+model = torch.nn.Linear(1, 1).cuda().half(); opt = torch.optim.SGD(model.parameters())
 scaler = torch.cuda.amp.GradScaler()
 scaler.step(opt)
 loader = DataLoader(ds, sampler=sampler, shuffle=True)

@@ -421,11 +421,15 @@ _LINT: _Rows = (
     ),
     (
         "LINT-AMP-DEPRECATED",
-        "warning",
+        "warning|info",
         "torch.cuda.amp.* is deprecated (FutureWarning since torch 2.4)",
     ),
     ("LINT-SCALER-BF16", "warning", "GradScaler with bf16 autocast: no loss scaling is needed"),
-    ("LINT-SCALER-FP16-PARAMS", "error", "GradScaler with float16 parameters (.half())"),
+    (
+        "LINT-SCALER-FP16-PARAMS",
+        "error|warning|info",
+        "GradScaler with float16 (or, on CUDA, bfloat16) parameters",
+    ),
     (
         "LINT-WRAPPER-ATTRIBUTE",
         "error",

@@ -203,6 +203,15 @@ AUTOCAST_DISABLED = (
 )
 #: torch/amp/grad_scaler.py (torch 2.13, _unscale_grads_): float16 parameters.
 UNSCALE_FP16 = "ValueError: Attempting to unscale FP16 gradients."
+#: bfloat16 parameters under a CUDA GradScaler: torch/amp/grad_scaler.py (_unscale_grads_)
+#: lets them through to torch._amp_foreach_non_finite_check_and_unscale_, whose CUDA
+#: kernel (aten/src/ATen/native/cuda/AmpKernels.cu) dispatches
+#: AT_DISPATCH_FLOATING_TYPES_AND_HALF: no BFloat16. Reported with torch 2.10 (not
+#: recorded here: no GPU); torch 2.13's CPU kernel takes bfloat16 (checked here).
+UNSCALE_BF16_CUDA = (
+    'NotImplementedError: "_amp_foreach_non_finite_check_and_unscale_cuda" not implemented '
+    "for 'BFloat16'"
+)
 
 # ------------------------------------------------------------------- multiprocessing
 

@@ -98,6 +98,32 @@ DEPRECATED_AMP = {
         "torch.amp.custom_bwd(args..., device_type='cuda')",
     ),
     "torch.cpu.amp.autocast": ("torch.cpu.amp.autocast", "torch.amp.autocast('cpu', args...)"),
+    # issue 17: the module paths of the same names, torch.cpu.amp.GradScaler and _cast
+    # (torch 2.13 torch/cuda/amp/autocast_mode.py, torch/cpu/amp/grad_scaler.py)
+    "torch.cuda.amp.autocast_mode.custom_fwd": (
+        "torch.cuda.amp.custom_fwd",
+        "torch.amp.custom_fwd(args..., device_type='cuda')",
+    ),
+    "torch.cuda.amp.autocast_mode.custom_bwd": (
+        "torch.cuda.amp.custom_bwd",
+        "torch.amp.custom_bwd(args..., device_type='cuda')",
+    ),
+    "torch.cuda.amp.autocast_mode._cast": (
+        "torch.cuda.amp.autocast_mode._cast",
+        "torch.amp.autocast_mode._cast(value, 'cuda', dtype)",
+    ),
+    "torch.cpu.amp.autocast_mode.autocast": (
+        "torch.cpu.amp.autocast",
+        "torch.amp.autocast('cpu', args...)",
+    ),
+    "torch.cpu.amp.GradScaler": (
+        "torch.cpu.amp.GradScaler",
+        "torch.amp.GradScaler('cpu', args...)",
+    ),
+    "torch.cpu.amp.grad_scaler.GradScaler": (
+        "torch.cpu.amp.GradScaler",
+        "torch.amp.GradScaler('cpu', args...)",
+    ),
 }
 TORCH_SAVE = frozenset({"torch.save"})
 TORCH_LOAD = frozenset({"torch.load"})

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from gpudiag.errors import GpudiagInputError
-from gpudiag.lint import shown
+from gpudiag.lint import gates, shown
 from gpudiag.lint.codes import CODES, Hit, LintFinding, hit
 from gpudiag.lint.facts import Facts
 from gpudiag.lint.rules_amp import deprecated_rules, scaler_rules
@@ -252,7 +252,8 @@ def rules(facts: Facts) -> list[Hit]:
         *deprecated_rules(facts),
         *scaler_rules(facts),
     ]
-    return hits
+    # info at most under a torch-version gate or in an except fallback (issue 17)
+    return gates.cap(hits, facts.tree, facts.source_lines)
 
 
 def parse_error(path: str, exc: BaseException, *, walk: bool = False) -> LintFinding:

@@ -4,7 +4,15 @@ Statements run in source order; a call to a function or class defined in the
 same file is inlined at the call site (bounded), so ``main()`` under
 ``if __name__ == "__main__":`` runs where it is called, and the target of
 ``mp.spawn`` runs as a new process. Functions nothing calls are walked at the
-end, each as its own process (``def:NAME``). Names live in one table keyed by
+end, each as its own process (``def:NAME``). Every definition is read: a call by
+name (``f()``, ``self.f()``, ``obj.f()``) resolves to the first definition of that
+name in the file, as before (the ``if`` arm of a function defined under ``if``/``else``;
+the first class's ``forward``), and every other definition, which no call resolves
+to, runs at the end as its own process (``def:NAME@LINE``), so a second class's
+``forward`` is read too (issue 17: 10 deprecated-AMP uses were hidden there). Those
+later walks start from what their class's ``__init__`` left in ``self``, and follow a
+call only into a body not read yet (the time stays near what it was).
+Names live in one table keyed by
 their dotted spelling (``model``, ``self.model``, ``args.local_rank``): crude,
 but enough for the data flow the rules need, and it never runs the script.
 """
@@ -13,42 +21,57 @@ from __future__ import annotations
 
 import ast
 
-from gpudiag.lint.calls import CallSemantics
+from gpudiag.lint import names as N
+from gpudiag.lint.amp_calls import AmpCalls
 from gpudiag.lint.exprs import MAX_NESTING
 from gpudiag.lint.facts import Facts
 from gpudiag.lint.syntax import dotted_key, dotted_prefixes, inner_blocks, unparse
 from gpudiag.lint.values import UNKNOWN, Val, const, union
 
 _MAX_INLINE = 4
+#: the ``self.…`` names kept from a class's ``__init__`` for its other methods
+_MAX_KEPT = 64
 _MAX_DEPTH = 12
 
 
 class _Survey:
     """The definitions, found by walking statements only (expressions hold no ``def``).
 
-    Iterative, in source order (the first definition of a name wins): an ``elif`` ladder
-    nests one ``If`` per arm (issue 21)."""
+    Iterative, in source order: an ``elif`` ladder nests one ``If`` per arm (issue 21).
+    A call by name resolves to the first definition of the name (``funcs``,
+    ``methods``, ``classes``); ``others`` holds every later one, each still read."""
 
     def __init__(self, tree: ast.Module) -> None:
         self.funcs: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
         self.methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
         self.classes: dict[str, ast.ClassDef] = {}
-        stack: list[tuple[ast.stmt, bool]] = [(node, False) for node in reversed(tree.body)]
+        #: the definitions no call by name resolves to, and whether each is a method
+        self.others: list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, bool]] = []
+        #: each method's class
+        self.owner: dict[ast.AST, ast.ClassDef] = {}
+        stack: list[tuple[ast.stmt, ast.ClassDef | None]] = [
+            (node, None) for node in reversed(tree.body)
+        ]
         while stack:
-            node, in_class = stack.pop()
+            node, cls = stack.pop()
+            inner: list[tuple[ast.stmt, ast.ClassDef | None]]
             if isinstance(node, ast.ClassDef):
                 self.classes.setdefault(node.name, node)
-                inner = [(member, True) for member in node.body]
+                inner = [(member, node) for member in node.body]
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 # methods are reached through self.X / obj.X, not by their bare name
-                (self.methods if in_class else self.funcs).setdefault(node.name, node)
-                inner = [(member, False) for member in node.body]
+                table = self.methods if cls is not None else self.funcs
+                if table.setdefault(node.name, node) is not node:
+                    self.others.append((node, cls is not None))
+                if cls is not None:
+                    self.owner[node] = cls
+                inner = [(member, None) for member in node.body]
             else:
-                inner = [(sub, in_class) for block in inner_blocks(node) for sub in block]
+                inner = [(sub, cls) for block in inner_blocks(node) for sub in block]
             stack.extend(reversed(inner))
 
 
-class Walker(CallSemantics):
+class Walker(AmpCalls):
     """One module's walk; :meth:`run` returns its facts."""
 
     def __init__(self, tree: ast.Module, lines: list[str]) -> None:
@@ -63,7 +86,11 @@ class Walker(CallSemantics):
         self.funcs = survey.funcs
         self.methods = survey.methods
         self.classes = survey.classes
+        self.others = survey.others
+        self.owner = survey.owner
         self.inlined: dict[ast.AST, int] = {}
+        #: how many times one body is followed into (fewer once the later definitions run)
+        self.max_inline = _MAX_INLINE
         self.returns: list[list[Val]] = []
         self.depth = 0
 
@@ -71,13 +98,50 @@ class Walker(CallSemantics):
 
     def run(self) -> Facts:
         self.exec_block(self.tree.body)
-        for fn in [*self.funcs.values(), *self.methods.values()]:
-            if fn not in self.inlined:
-                saved = self.proc
-                self.proc = f"def:{fn.name}"
-                self.inline(fn, [], [], skip_self=fn in self.methods.values())
-                self.proc = saved
+        uncalled = [
+            *((fn, False) for fn in self.funcs.values()),
+            *((fn, True) for fn in self.methods.values()),
+            *self.others,  # after the first definitions: their walk is as before
+        ]
+        used: set[str] = set()
+        first_defs = len(self.funcs) + len(self.methods)
+        after_init: dict[ast.ClassDef, dict[str, Val]] = {}
+        for at, (fn, is_method) in enumerate(uncalled):
+            if fn in self.inlined:
+                continue
+            cls = self.owner.get(fn)
+            if at >= first_defs:
+                # the later definitions follow a call only into a body not read yet: each
+                # is read once more, not up to _MAX_INLINE times (the time stays linear
+                # and near what it was when only first definitions were read)
+                self.max_inline = 1
+                # each later definition from what its class's __init__ left in `self`, not
+                # from what another method (or another class) put there: the order the
+                # methods are read in is not the order a caller calls them in
+                self.reset_self(after_init.get(cls) if cls is not None else None)
+            # one process per definition: two classes' `train` are not one process
+            proc = f"def:{fn.name}"
+            if proc in used:
+                proc = f"def:{fn.name}@{fn.lineno}"
+            used.add(proc)
+            saved = self.proc
+            self.proc = proc
+            self.inline(fn, [], [], skip_self=is_method)
+            self.proc = saved
+            if cls is not None and fn.name == "__init__":
+                bound = self.below.get("self", set())
+                if len(bound) <= _MAX_KEPT:  # bounded: restored before each method
+                    after_init[cls] = {k: self.names[k] for k in bound if k in self.names}
         return self.facts
+
+    def reset_self(self, kept: dict[str, Val] | None) -> None:
+        """Forget every ``self.…`` name, then bind ``kept`` (at most :data:`_MAX_KEPT`)."""
+        self.names.pop("self", None)
+        self.forget_below("self")
+        for key, val in (kept or {}).items():
+            self.names[key] = val
+            for prefix in dotted_prefixes(key):
+                self.below.setdefault(prefix, set()).add(key)
 
     # ------------------------------------------------------------------ statements
 
@@ -99,13 +163,11 @@ class Walker(CallSemantics):
             self.do_import(stmt)
         elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             self.in_decorator = True
-            for deco in stmt.decorator_list:
-                self.eval(deco)
+            self.decorate(stmt.decorator_list)
             if isinstance(stmt, ast.ClassDef):
                 for member in stmt.body:
                     if isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                        for deco in member.decorator_list:
-                            self.eval(deco)
+                        self.decorate(member.decorator_list)
             self.in_decorator = False
         elif isinstance(stmt, ast.Assign):
             val = self.eval(stmt.value)
@@ -166,6 +228,17 @@ class Walker(CallSemantics):
                 elif isinstance(child, ast.stmt):
                     self.exec_stmt(child)
 
+    def decorate(self, decorators: list[ast.expr]) -> None:
+        for deco in decorators:
+            self.eval(deco)
+            # `@custom_fwd` imported by name: applying it warns (a dotted
+            # `@torch.cuda.amp.custom_fwd` and a call `@custom_fwd(...)` are seen on
+            # their own, on_path / eval_call)
+            if isinstance(deco, ast.Name):
+                path = self.resolve(deco)
+                if path in N.DEPRECATED_AMP:
+                    self.event("amp_deprecated", deco, data={"path": path})
+
     def exec_for(self, stmt: ast.For | ast.AsyncFor) -> None:
         it = self.eval(stmt.iter)
         names = frozenset(n.id for n in ast.walk(stmt.target) if isinstance(n, ast.Name))
@@ -210,6 +283,8 @@ class Walker(CallSemantics):
                 },
             )
         if key is not None:
+            if isinstance(value_node, ast.Call):
+                self.name_dtyped(key, value_node)
             if val.kind in ("dp", "ddp") and val.node is value_node:
                 for ev in reversed(self.facts.events):
                     if ev.node is value_node and ev.kind == val.kind:
@@ -253,7 +328,7 @@ class Walker(CallSemantics):
         skip_self: bool = False,
     ) -> Val:
         count = self.inlined.get(fn, 0)
-        if count >= _MAX_INLINE or self.depth >= _MAX_DEPTH:
+        if count >= self.max_inline or self.depth >= _MAX_DEPTH:
             return UNKNOWN
         self.inlined[fn] = count + 1
         params = [a.arg for a in [*fn.args.posonlyargs, *fn.args.args]]
