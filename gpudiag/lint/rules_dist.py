@@ -129,6 +129,12 @@ def local_rank_arg_rules(facts: Facts) -> list[Hit]:
                 + (", whose launcher passes --local_rank" if framework == "deepspeed" else "")
                 + "."
             )
+        elif facts.of("opaque_setup"):
+            op = facts.of("opaque_setup")[0]
+            note = (
+                f" Not certain: {shown.text(op.text('what'))} (line {op.line}), which lint "
+                "cannot read, may read LOCAL_RANK."
+            )
         elif ev.proc.startswith("def:"):
             note = (
                 " Not certain: nothing in this file calls the function that adds the option; "

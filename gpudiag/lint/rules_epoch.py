@@ -102,21 +102,28 @@ def _missing_rules(facts: Facts) -> list[Hit]:
         if not ev.data.get("shuffle") or not isinstance(outer, tuple) or not outer:
             continue
         loop = _epoch_loop(outer)
-        if id(loop) in seen:
+        if id(loop) in seen or _reseeded(ev, loop):
             continue
         seen.add(id(loop))
         sampler = ev.val.node if ev.val is not None else None
         made = f" made at line {sampler.lineno}" if isinstance(sampler, ast.expr) else ""
         var = _loop_var(loop)
+        opaque = facts.of("opaque_sampler_use")
+        note = (
+            f" Not certain: the sampler goes to {shown.text(opaque[0].text('what'))}() "
+            f"(line {opaque[0].line}), which lint cannot read."
+            if opaque
+            else ""
+        )
         out.append(
             hit(
                 loop.lineno,
                 loop.col_offset + 1,
                 "LINT-SET-EPOCH-MISSING",
-                "warning",
+                "info" if opaque else "warning",
                 f"This loop iterates the DataLoader at line {ev.line} once per pass, and its "
                 f"DistributedSampler{made} shuffles, but set_epoch() is never called: "
-                "every epoch sees the data in the same order.",
+                f"every epoch sees the data in the same order.{note}",
                 f"Call sampler.set_epoch({var}) at the start of each epoch, before "
                 "iterating the DataLoader.",
                 _SAME_ORDER,
@@ -148,6 +155,17 @@ def _named_loop(facts: Facts) -> list[Hit]:
         )
         for loop in loops[:1]
     ]
+
+
+def _reseeded(ev: Event, loop: ast.stmt) -> bool:
+    """A sampler made anew in each pass of the loop with a seed it is given
+    (``DistributedSampler(ds, seed=epoch)``): each pass has its own order."""
+    node = ev.val.node if ev.val is not None else None
+    return (
+        isinstance(node, ast.Call)
+        and any(k.arg == "seed" for k in node.keywords)
+        and loop.lineno <= node.lineno <= (loop.end_lineno or loop.lineno)
+    )
 
 
 def _epoch_loop(outer: tuple[object, ...]) -> ast.stmt:
