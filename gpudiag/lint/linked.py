@@ -264,4 +264,3 @@ def _is_super(node: ast.expr) -> bool:
     return (
         isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "super"
     )
-
