@@ -322,3 +322,23 @@ def test_each_module_is_read_once_and_cycles_end(tmp_path: Path) -> None:
     assert setup == Sym(str((tmp_path / "pkg/core.py").resolve()), "func", "setup")
     assert project.resolve(str(tmp_path / "run0.py"), "pkg.missing") is UNRESOLVED
     assert project.resolve(str(tmp_path / "run0.py"), "numpy.zeros") is None
+
+
+def test_local_rank_option_beside_an_unreadable_rank_setup_is_info(tmp_path: Path) -> None:
+    """mmcv's init_dist(launcher) reads LOCAL_RANK where lint cannot see it: info. A call
+    into a package lint cannot read whose name says nothing of ranks leaves the warning."""
+    option = (
+        "import argparse\nparser = argparse.ArgumentParser()\n"
+        "parser.add_argument('--local_rank', type=int, default=0)\n"
+        "args = parser.parse_args()\n"
+    )
+    _write(
+        tmp_path,
+        {
+            "mm.py": option + "from mmcv_like.runner import init_dist\ninit_dist('pytorch')\n",
+            "amp.py": option + "from apex_like import amp\namp.initialize(None, None)\n",
+        },
+    )
+    found = _found(tmp_path)
+    assert _codes(found, "mm.py") == {("LINT-LOCAL-RANK-ARG", "info")}
+    assert _codes(found, "amp.py") == {("LINT-LOCAL-RANK-ARG", "warning")}

@@ -58,7 +58,10 @@ class FlowWalker(Walker):
     def call_path(self, path: str, node: ast.Call, args: list[Val], kw: dict[str, Val]) -> Val:
         if path in _CURRENT_DEVICE and not node.args and not node.keywords:
             self.event("current_device_use", node, data={"what": path})
-        return super().call_path(path, node, args, kw)
+        out = super().call_path(path, node, args, kw)
+        if path.split(".")[0] == "tqdm" and args and args[0].kind == "loader":
+            return args[0]  # epoch_iterator = tqdm(train_dataloader): iterates the loader
+        return out
 
     def call_name(
         self, name: str, node: ast.Call, args: list[Val], kwargs: list[tuple[str, Val]]
@@ -66,7 +69,10 @@ class FlowWalker(Walker):
         if name in _KEEPS_CVD and any(_CVD_TAG in a.tags for a in args):
             super().call_name(name, node, args, kwargs)
             return Val(tags=frozenset({_CVD_TAG}), node=node)
-        return super().call_name(name, node, args, kwargs)
+        out = super().call_name(name, node, args, kwargs)
+        if name in ("enumerate", "iter") and args and args[0].kind == "loader":
+            return args[0]  # batches = enumerate(loader): iterates the loader
+        return out
 
     def call_method(
         self,
@@ -174,7 +180,11 @@ class FlowWalker(Walker):
                 "loader_loop",
                 stmt,
                 sampler,
-                {"outer": tuple(self.loop_stack), "shuffle": bool(sampler.extra[:1] == (True,))},
+                {
+                    "outer": tuple(self.loop_stack),
+                    "shuffle": bool(sampler.extra[:1] == (True,)),
+                    "evaluates": _evaluates(stmt) or _eval_data(stmt.iter, sampler.node),
+                },
             )
 
     def loader_sampler(self, node: ast.expr) -> Val | None:
@@ -191,3 +201,38 @@ class FlowWalker(Walker):
                 if inner.kind == "sampler":
                     return inner
         return None
+
+
+def _evaluates(loop: ast.For | ast.AsyncFor) -> bool:
+    """Whether a loop over a DataLoader evaluates: ``torch.no_grad()``, ``inference_mode``
+    or ``.eval()`` in its body and no ``backward()``/``step()``/``zero_grad()``. Its order
+    does not matter (Hugging Face's evaluate() over a DistributedSampler that shuffles by
+    default, run once per checkpoint)."""
+    evaluating = False
+    for node in ast.walk(loop):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if name in ("backward", "step", "zero_grad"):
+                return False
+            evaluating = evaluating or name in ("no_grad", "inference_mode", "eval")
+    return evaluating
+
+
+_EVAL_WORDS = frozenset({"eval", "evaluation", "val", "valid", "validation", "test", "dev"})
+
+
+def _eval_data(*nodes: ast.AST | None) -> bool:
+    """Whether the loop's DataLoader, or the sampler's dataset, is named for evaluation
+    (``eval_dataloader``, ``DistributedSampler(val_set)``): a pass over it that sums
+    scores (bertology's head importance) is no epoch of training."""
+    for top in nodes:
+        if top is None:
+            continue
+        for count, node in enumerate(ast.walk(top)):
+            if count >= _MAX_ITER_NODES:
+                break
+            name = node.id if isinstance(node, ast.Name) else getattr(node, "attr", None)
+            if isinstance(name, str) and _EVAL_WORDS & set(name.lower().split("_")):
+                return True
+    return False

@@ -175,7 +175,7 @@ class LinkedWalker(FlowWalker):
             self.event("set_device_via", node, UNKNOWN, {"via": via})
             self.current[self.proc] = "?"
         elif S.OPAQUE_SETUP in caps:
-            self.event("opaque_setup", node, data={"what": via})
+            self.event("opaque_setup", node, data={"what": via, "indirect": True})
         if S.LOCAL_RANK_ENV in caps:
             self.facts.reads_local_rank_env = True
             self.facts.reads_launcher_rank = True
@@ -193,7 +193,7 @@ class LinkedWalker(FlowWalker):
     def opaque(self, path: str, node: ast.AST) -> None:
         """A call lint cannot follow: noted when its name says it may set the job up."""
         if S.SETUP_NAME.search(path.rsplit(".", 1)[-1]):
-            self.event("opaque_setup", node, data={"what": path.lstrip(".")})
+            self.event("opaque_setup", node, data={"what": path.lstrip(".") + "()"})
 
     # ------------------------------------------------------------------ classes
 
@@ -231,9 +231,9 @@ class LinkedWalker(FlowWalker):
                     if meth is not None:
                         self.apply(meth, node)
                 if self.project.opaque_bases(base):
-                    self.event("opaque_setup", node, data={"what": base.shown})
+                    self.event("opaque_setup", node, data={"what": base.shown, "indirect": True})
             elif base is UNRESOLVED:
-                self.event("opaque_setup", node, data={"what": "a base class lint cannot read"})
+                self.event("opaque_setup", node, data={"what": "a base class"})
 
     def inline(
         self,

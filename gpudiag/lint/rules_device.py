@@ -15,6 +15,7 @@ accelerate…) may have done makes the finding info.
 
 from __future__ import annotations
 
+from gpudiag.lint import shown
 from gpudiag.lint.codes import Hit, hit
 from gpudiag.lint.facts import Event, Facts
 from gpudiag.lint.values import as_int, device_of
@@ -41,6 +42,13 @@ def per_rank_mask(facts: Facts) -> bool:
     )
 
 
+def opaque_text(op: Event) -> str:
+    """``init_dist() (line 5), which lint cannot read,`` or, for a project function that
+    calls such code, ``setup() in utils.py (line 5), which calls code lint cannot read,``."""
+    which = "calls code lint cannot read" if op.data.get("indirect") else "lint cannot read"
+    return f"{shown.text(op.text('what'))} (line {op.line}), which {which},"
+
+
 def _unseen(facts: Facts, ev: Event) -> str | None:
     """What lint cannot see that may have set this rank's device before ``ev``: a
     framework, or a call it cannot follow in the same process before it (anywhere, for a
@@ -49,9 +57,9 @@ def _unseen(facts: Facts, ev: Event) -> str | None:
         return f"the script uses {sorted(facts.frameworks)[0]}, which sets devices up itself"
     for op in facts.of("opaque_setup"):
         if op.proc == ev.proc and op.seq < ev.seq:
-            return f"{op.text('what')} (line {op.line}), which lint cannot read, runs before it"
+            return f"{opaque_text(op)} runs before it"
         if ev.proc.startswith("def:") and op.proc.startswith("def:"):
-            return f"{op.text('what')} (line {op.line}), which lint cannot read, may run first"
+            return f"{opaque_text(op)} may run first"
     return None
 
 

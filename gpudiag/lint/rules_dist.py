@@ -8,10 +8,13 @@ torch/multiprocessing/spawn.py, torch/distributed/rendezvous.py. set_device rule
 
 from __future__ import annotations
 
+import re
+
 from gpudiag.findings.texts import DDP_DEVICE_IDS_CPU, NO_BACKEND_CPU
 from gpudiag.lint import shown
 from gpudiag.lint.codes import Hit, hit
 from gpudiag.lint.facts import Facts
+from gpudiag.lint.rules_device import opaque_text
 from gpudiag.lint.values import GLOBAL_RANK_VARS, Val, int_list, rank_kind
 
 
@@ -103,6 +106,9 @@ def ddp_cpu_rules(facts: Facts) -> list[Hit]:
     return out
 
 
+_RANK_SETUP = re.compile(r"^[a-z_][a-z0-9_]*(dist|rank|launch)[a-z0-9_]*$|^(dist|launch)")
+
+
 def local_rank_arg_rules(facts: Facts) -> list[Hit]:
     """``--local_rank`` from argv. torch/distributed/launch.py (torch 2.x) passes
     ``--local-rank`` (hyphen) and recommends reading ``LOCAL_RANK``; torchrun passes
@@ -119,6 +125,14 @@ def local_rank_arg_rules(facts: Facts) -> list[Hit]:
         key == "local_rank" or key.endswith(".local_rank") for key in facts.assign_counts
     ):
         return []  # mp.spawn's worker sets args.local_rank = its index (issue 17)
+    # a call lint cannot read that, by its name, sets ranks up: mmcv's init_dist,
+    # setup_distributed(), get_local_rank() (not amp.initialize, not a class)
+    rank_setup = [
+        e
+        for e in facts.of("opaque_setup")
+        if not e.data.get("indirect")
+        and _RANK_SETUP.search(e.text("what").rsplit(".", 1)[-1].removesuffix("()"))
+    ]
     out: list[Hit] = []
     for ev in facts.of("local_rank_arg"):
         note = ""
@@ -129,12 +143,8 @@ def local_rank_arg_rules(facts: Facts) -> list[Hit]:
                 + (", whose launcher passes --local_rank" if framework == "deepspeed" else "")
                 + "."
             )
-        elif facts.of("opaque_setup"):
-            op = facts.of("opaque_setup")[0]
-            note = (
-                f" Not certain: {shown.text(op.text('what'))} (line {op.line}), which lint "
-                "cannot read, may read LOCAL_RANK."
-            )
+        elif rank_setup:
+            note = f" Not certain: {opaque_text(rank_setup[0])} may read LOCAL_RANK."
         elif ev.proc.startswith("def:"):
             note = (
                 " Not certain: nothing in this file calls the function that adds the option; "

@@ -101,6 +101,8 @@ def _missing_rules(facts: Facts) -> list[Hit]:
         outer = ev.data.get("outer")
         if not ev.data.get("shuffle") or not isinstance(outer, tuple) or not outer:
             continue
+        if ev.data.get("evaluates"):
+            continue  # an evaluation loop: its order does not matter
         loop = _epoch_loop(outer)
         if id(loop) in seen or _reseeded(ev, loop):
             continue
