@@ -59,6 +59,9 @@ class FlowWalker(Walker):
         if path in _CURRENT_DEVICE and not node.args and not node.keywords:
             self.event("current_device_use", node, data={"what": path})
         out = super().call_path(path, node, args, kw)
+        if path == "torch.cuda.current_device":
+            # the current device's index: cuda:0 until set_device, like a bare "cuda"
+            return Val(device=("cuda", None), node=node)
         if path.split(".")[0] == "tqdm" and args and args[0].kind == "loader":
             return args[0]  # epoch_iterator = tqdm(train_dataloader): iterates the loader
         return out

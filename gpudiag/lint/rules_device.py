@@ -27,7 +27,13 @@ _CVD_TAG = "env:CUDA_VISIBLE_DEVICES"
 def uses_ddp(facts: Facts) -> bool:
     """A DDP script whose ranks use GPUs through NCCL (gloo-only scripts are CPU jobs,
     or tolerate ranks sharing a GPU)."""
-    inits = facts.of("init_pg", "init_pg_via")
+    # a project helper's init_process_group makes a script, not a library module whose
+    # uncalled functions reach it, a DDP script (accelerate's utils/bnb.py)
+    inits = [
+        e
+        for e in facts.of("init_pg", "init_pg_via")
+        if e.kind == "init_pg" or not e.proc.startswith("def:")
+    ]
     if inits and all(e.data.get("backend") == "gloo" for e in inits):
         return False
     return bool(inits or facts.of("ddp"))
