@@ -342,3 +342,24 @@ def test_local_rank_option_beside_an_unreadable_rank_setup_is_info(tmp_path: Pat
     found = _found(tmp_path)
     assert _codes(found, "mm.py") == {("LINT-LOCAL-RANK-ARG", "info")}
     assert _codes(found, "amp.py") == {("LINT-LOCAL-RANK-ARG", "warning")}
+
+
+def test_source_text_without_a_file_reads_no_project() -> None:
+    """lint_source (and stdin) has no folder to read modules from: every import other than
+    torch and the standard library is unresolved, so a set-up helper makes the rule info."""
+    from gpudiag.lint import lint_source
+
+    text = textwrap.dedent(
+        """
+        import torch
+        import torch.distributed as dist
+        from .utils import setup_distributed
+        dist.init_process_group("nccl")
+        setup_distributed()
+        x = torch.zeros(1).cuda()
+        """
+    )
+    found = lint_source(text)
+    assert [(f.finding.code, f.finding.severity) for f in found] == [
+        ("LINT-DDP-NO-SET-DEVICE", "info")
+    ]

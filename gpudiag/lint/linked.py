@@ -90,7 +90,7 @@ class LinkedWalker(FlowWalker):
             return None
         if self.project is None or self.path is None:
             top = path.split(".")[0]
-            if top in S.INERT_PACKAGES or top in _STDLIB or path.startswith("."):
+            if top in S.INERT_PACKAGES or top in _STDLIB:
                 return None
             return UNRESOLVED
         return self.project.resolve(self.path, path)
