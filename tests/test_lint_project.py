@@ -363,3 +363,32 @@ def test_source_text_without_a_file_reads_no_project() -> None:
     assert [(f.finding.code, f.finding.severity) for f in found] == [
         ("LINT-DDP-NO-SET-DEVICE", "info")
     ]
+
+
+def test_unreadable_or_endless_modules_are_unresolved(tmp_path: Path) -> None:
+    """A module that is not Python, one whose name is re-exported in a loop, one nested too
+    deeply for Python's parser: each unresolved (info), never a crash."""
+    (tmp_path / "broken.py").write_bytes(b"def setup(:\n\xff\xfe")
+    _write(
+        tmp_path,
+        {
+            "loop_a.py": "from loop_b import setup_dist\n",
+            "loop_b.py": "from loop_a import setup_dist\n",
+            "deep.py": "x = " + "(" * 300 + "1" + ")" * 300 + "\ndef init_dist():\n    pass\n",
+            **{
+                f"use_{name}.py": (
+                    "import torch\nimport torch.distributed as dist\n"
+                    f"from {name} import {func}\n"
+                    f"dist.init_process_group('nccl')\n{func}()\nx = torch.ones(1).cuda()\n"
+                )
+                for name, func in (
+                    ("broken", "setup"),
+                    ("loop_a", "setup_dist"),
+                    ("deep", "init_dist"),
+                )
+            },
+        },
+    )
+    found = _found(tmp_path)
+    for name in ("use_broken.py", "use_loop_a.py", "use_deep.py"):
+        assert _codes(found, name) == {("LINT-DDP-NO-SET-DEVICE", "info")}, name

@@ -93,7 +93,10 @@ class LinkedWalker(FlowWalker):
             if top in S.INERT_PACKAGES or top in _STDLIB:
                 return None
             return UNRESOLVED
-        return self.project.resolve(self.path, path)
+        try:
+            return self.project.resolve(self.path, path)
+        except RecursionError:  # deep in a deeply nested file's walk: as unreadable
+            return UNRESOLVED
 
     def run(self) -> Facts:
         facts = super().run()
@@ -165,7 +168,11 @@ class LinkedWalker(FlowWalker):
     def apply(self, sym: Sym, node: ast.AST) -> None:
         """The events of a call to a project function, class or method."""
         assert self.project is not None
-        self.apply_caps(self.project.caps(sym), sym, node)
+        try:
+            caps = self.project.caps(sym)
+        except RecursionError:  # deep in a deeply nested file's walk: as unreadable
+            caps = frozenset({S.OPAQUE_SETUP})
+        self.apply_caps(caps, sym, node)
 
     def apply_caps(self, caps: frozenset[str], sym: Sym, node: ast.AST) -> None:
         if not caps or self.project is None:

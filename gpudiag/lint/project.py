@@ -124,7 +124,7 @@ class Project:
         key = (file, dotted)
         if key in self._resolved:
             return self._resolved[key]
-        self._resolved[key] = None  # a cycle of re-exports ends here
+        self._resolved[key] = UNRESOLVED  # a cycle of re-exports ends here
         result = self._resolve(file, dotted, hops)
         self._resolved[key] = result
         return result
@@ -208,6 +208,8 @@ class Project:
                 return None
             with open(module, "rb") as handle:
                 data = handle.read(MAX_MODULE_BYTES + 1)
+            if len(data) > MAX_MODULE_BYTES:
+                return None  # grown since its size was read
             tree = ast.parse(data, filename=module)
         except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
             return None
