@@ -175,7 +175,7 @@ def test_sarif_results_carry_rule_level_message_and_place(
         assert result["message"]["text"]
     assert got == [
         ("LINT-CVD-AFTER-IMPORT", "note", 4, 1),
-        ("LINT-SCALER-FP16-PARAMS", "error", 6, 9),
+        ("LINT-SCALER-FP16-PARAMS", "warning", 6, 9),
         ("LINT-AMP-DEPRECATED", "warning", 7, 10),
         ("LINT-SAMPLER-SHUFFLE", "error", 9, 10),
     ]

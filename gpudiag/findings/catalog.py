@@ -389,7 +389,26 @@ _LINT: _Rows = (
         "error|info",
         "MASTER_PORT computed per rank: the ranks never meet",
     ),
-    ("LINT-DDP-NO-SET-DEVICE", "error", "DDP ranks use the current device without set_device"),
+    (
+        "LINT-DDP-NO-SET-DEVICE",
+        "error|warning|info",
+        "DDP ranks use the current device without set_device",
+    ),
+    (
+        "LINT-DDP-CURRENT-DEVICE",
+        "warning|info",
+        "a DDP rank never sets its device, then barrier()/synchronize() use cuda:0",
+    ),
+    (
+        "LINT-DDP-SET-DEVICE-CONSTANT",
+        "warning|error|info",
+        "torch.cuda.set_device(<constant>) in a DDP script: every rank on one GPU",
+    ),
+    (
+        "LINT-DEVICE-FROM-CVD",
+        "warning",
+        "a CUDA_VISIBLE_DEVICES entry (a physical GPU number) used as a CUDA ordinal",
+    ),
     (
         "LINT-DEVICE-FROM-GLOBAL-RANK",
         "warning",
@@ -407,7 +426,7 @@ _LINT: _Rows = (
     ),
     (
         "LINT-SET-EPOCH-MISSING",
-        "warning",
+        "warning|info",
         "a shuffling DistributedSampler whose set_epoch() is never called",
     ),
     ("LINT-SAMPLER-SHUFFLE", "error", "DataLoader with both sampler= and shuffle=True"),
@@ -435,7 +454,11 @@ _LINT: _Rows = (
         "error",
         "the model's own attribute read through the DataParallel/DDP wrapper",
     ),
-    ("LINT-LOCAL-RANK-ARG", "warning", "--local_rank read from argv: torchrun does not pass it"),
+    (
+        "LINT-LOCAL-RANK-ARG",
+        "warning|info",
+        "--local_rank read from argv: torchrun does not pass it",
+    ),
     (
         "LINT-SPAWN-ARGS-NOT-TUPLE",
         "error",

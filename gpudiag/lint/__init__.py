@@ -43,17 +43,21 @@ def lint_paths(
     Raises:
         GpudiagInputError: a path that does not exist or cannot be read.
     """
+    from gpudiag.lint.project import Project
     from gpudiag.lint.report import LintReport
     from gpudiag.lint.source import collect_paths, lint_file, place
 
     if isinstance(paths, (str, os.PathLike)):
         # one path, not the characters of one (issue 21: "/dev/null" walked "/")
         paths = [os.fspath(paths)]
+    paths = list(paths)
     files = collect_paths(paths, skip)
+    # issue 17: a folder given is a project root; its modules are read once for the run
+    project = Project(p for p in paths if os.path.isdir(p))
     findings: list[LintFinding] = []
     check_report = None
     for file in files:
-        found, facts, text = lint_file(file)
+        found, facts, text = lint_file(file, project=project)
         if snapshot is not None and facts is not None:
             from gpudiag.lint.against import check_script, merge
             from gpudiag.lint.source import rules

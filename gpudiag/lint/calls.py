@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 from gpudiag.lint import names as N
+from gpudiag.lint.exprs import ENVIRON, is_environ
 from gpudiag.lint.objects import ObjectCalls
 from gpudiag.lint.semantics import Semantics
 from gpudiag.lint.syntax import (
@@ -108,6 +109,8 @@ class CallSemantics(ObjectCalls, Semantics):
                     # raises ValueError (issue 21: both were tracebacks)
                     pass
             return Val(tags=inner.tags, device=inner.device, node=node)
+        if name == "dict" and len(args) == 1 and is_environ(args[0]):
+            return ENVIRON  # env = dict(os.environ): a copy (issue 17)
         if name in self.funcs:
             return self.inline(self.funcs[name], args, kwargs)
         if name in self.classes:
@@ -149,6 +152,10 @@ class CallSemantics(ObjectCalls, Semantics):
         if path == "os.environ.update":
             self.env_update(node)
             return UNKNOWN
+        if path == "os.environ.copy" or (
+            path in ("copy.copy", "copy.deepcopy") and len(args) == 1 and is_environ(args[0])
+        ):
+            return ENVIRON  # a copy of the environment: its variables read as os.environ's
         if path in N.GET_RANK:
             return Val(tags=frozenset({"RANK"}), node=node)
         if path in N.GET_LOCAL_RANK:
@@ -246,6 +253,13 @@ class CallSemantics(ObjectCalls, Semantics):
         kw: dict[str, Val],
     ) -> Val:
         key = dotted_name(obj_node)
+        if is_environ(obj) and meth in ("get", "pop", "copy"):
+            # env = os.environ.copy(); env.get("LOCAL_RANK"): read as os.environ's (issue 17)
+            if meth == "copy":
+                return ENVIRON
+            if args and args[0].has_const and isinstance(args[0].const, str):
+                return Val(tags=self.env_read(args[0].const), node=node)
+            return UNKNOWN
         if obj.kind == "mpctx" and meth in ("Process", "Pool"):
             method = str(obj.const)
             if meth == "Pool":

@@ -42,6 +42,16 @@ MAX_CONST_INT = 2**63
 _GETENV = frozenset({"os.getenv", "os.environ.get"})
 
 
+#: A copy of the environment (``dict(os.environ)``, ``os.environ.copy()``): reading a
+#: variable from it reads the variable (issue 17); writing to it sets nothing.
+ENVIRON = Val(kind="environ")
+
+
+def is_environ(val: Val) -> bool:
+    """``os.environ`` itself (bound to another name) or a copy of it."""
+    return val.kind == "environ" or (val.kind == "path" and val.const in _ENV_PATHS)
+
+
 def env_tags(var: str) -> frozenset[str]:
     """Tags of a value read from environment variable ``var``."""
     tags = {f"env:{var}"}
@@ -181,6 +191,8 @@ class ExprEval:
                 for which in (("wrapped",), ("bare",), ("other",)):
                     if which in kinds:
                         return Val(kind="state_dict", extra=which)
+            if any(k is None and is_environ(v) for k, v in zip(node.keys, vals, strict=False)):
+                return ENVIRON  # {**os.environ, ...}: a copy of the environment
             return Val(tags=union(keys + vals).tags)
         if isinstance(node, ast.IfExp):
             self.eval(node.test)
@@ -234,13 +246,14 @@ class ExprEval:
         return Val(tags=base.tags & WEAK_TAGS)
 
     def eval_subscript(self, node: ast.Subscript) -> Val:
-        if self.resolve(node.value) in _ENV_PATHS:
-            index = self.eval(node.slice)
+        direct = self.resolve(node.value) in _ENV_PATHS
+        base = UNKNOWN if direct else self.eval(node.value)
+        index = self.eval(node.slice)
+        if direct or is_environ(base):
+            # os.environ["RANK"], or a copy's: env = dict(os.environ); env["RANK"] (issue 17)
             if index.has_const and isinstance(index.const, str):
                 return Val(tags=self.env_read(index.const), node=node)
             return UNKNOWN
-        base = self.eval(node.value)
-        index = self.eval(node.slice)
         if base.kind == "loaded":
             return Val(kind="loaded", node=node)
         if base.has_const and isinstance(base.const, (list, tuple)) and index.has_const:

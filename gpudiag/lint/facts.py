@@ -66,6 +66,9 @@ class Facts:
     #: per-file memo for rules (e.g. the parsed CUDA_VISIBLE_DEVICES values)
     cache: dict[str, object] = field(default_factory=dict)
     tree: ast.Module | None = None
+    #: frameworks the script (or a project module it calls) uses: deepspeed, accelerate…
+    #: (gpudiag.lint.linked.FRAMEWORKS); they set devices up and launch in their own way
+    frameworks: set[str] = field(default_factory=set)
 
     @property
     def assign_counts(self) -> dict[str, int]:

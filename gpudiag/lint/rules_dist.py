@@ -1,99 +1,23 @@
-"""DDP rules: set_device, global vs local rank, samplers, spawn and rendezvous.
+"""DDP rules: global vs local rank, device_ids on a CPU module, --local_rank, spawn.
 
-The rules on CPU objects in GPU calls (device_ids on a CPU module, a CPU tensor in an
-NCCL collective) live in :mod:`gpudiag.lint.rules_cpu`.
-
-Sources (torch 2.13): torch/utils/data/distributed.py (``set_epoch``: "Otherwise, the same
-ordering will be always used"), torch/utils/data/dataloader.py ("sampler option
-is mutually exclusive with shuffle"); the DDP tutorial (``torch.cuda.set_device``
-per rank) and NCCL's "Duplicate GPU detected" error for ranks on one GPU.
+Sources (torch 2.13): torch/nn/parallel/distributed.py (the device_ids ValueError),
+torch/distributed/launch.py and run.py (--local-rank, LOCAL_RANK),
+torch/multiprocessing/spawn.py, torch/distributed/rendezvous.py. set_device rules are in
+:mod:`gpudiag.lint.rules_device`, sampler rules in :mod:`gpudiag.lint.rules_epoch`, the
+rules on CPU objects in GPU calls in :mod:`gpudiag.lint.rules_cpu`.
 """
 
 from __future__ import annotations
 
-from gpudiag.findings.texts import SAMPLER_SHUFFLE
+import re
+
 from gpudiag.lint import shown
 from gpudiag.lint.codes import Hit, hit
-from gpudiag.lint.facts import Event, Facts
+from gpudiag.lint.facts import Facts
 from gpudiag.lint.rules_cpu import cpu_collective_rules as cpu_collective_rules
 from gpudiag.lint.rules_cpu import ddp_cpu_rules as ddp_cpu_rules
+from gpudiag.lint.rules_device import opaque_text
 from gpudiag.lint.values import GLOBAL_RANK_VARS, Val, rank_kind
-
-
-def _uses_ddp(facts: Facts) -> bool:
-    """A DDP script whose ranks use GPUs through NCCL (gloo-only scripts are CPU jobs,
-    or tolerate ranks sharing a GPU)."""
-    inits = facts.of("init_pg")
-    if inits and all(e.data.get("backend") == "gloo" for e in inits):
-        return False
-    return bool(inits or facts.of("ddp"))
-
-
-def _per_rank_mask(facts: Facts) -> bool:
-    return any(
-        e.text("var") == "CUDA_VISIBLE_DEVICES"
-        and e.val is not None
-        and bool(e.val.tags & {"RANK", "LOCAL", "SPAWN"})
-        for e in facts.of("env_set")
-    )
-
-
-def set_device_rules(facts: Facts) -> list[Hit]:
-    if not _uses_ddp(facts) or _per_rank_mask(facts):
-        return []
-    set_procs = facts.procs("set_device")
-    out: list[Hit] = []
-    seen_procs: set[str] = set()
-    for ev in facts.of("placement"):
-        if not ev.data.get("bare") or ev.data.get("set_before") or ev.proc in seen_procs:
-            continue
-        if ev.proc.startswith("def:") and set_procs - {ev.proc}:
-            continue  # set elsewhere, in an order the walker cannot know
-        seen_procs.add(ev.proc)
-        from gpudiag.findings.texts import duplicate_gpu_text  # imported on a hit only: start-up
-
-        later = facts.first_after("set_device", ev.proc, ev.seq)
-        what = _placement_text(facts, ev)
-        if later is not None:
-            why = (
-                f"torch.cuda.set_device() is called only later (line {later.line}), so "
-                f"{what} still lands on cuda:0 in every rank"
-            )
-        else:
-            why = (
-                f"the script never calls torch.cuda.set_device(local_rank), so {what} puts "
-                "every rank's tensors on cuda:0"
-            )
-        out.append(
-            hit(
-                ev.line,
-                ev.col,
-                "LINT-DDP-NO-SET-DEVICE",
-                "error",
-                f"This DDP script places tensors on the current CUDA device, and {why}: all "
-                "ranks share one GPU while the others stay idle.",
-                "Call torch.cuda.set_device(local_rank) (local_rank = "
-                "int(os.environ['LOCAL_RANK'])) before any CUDA work, or use an explicit "
-                "device: model.to(f'cuda:{local_rank}'), DDP(model, device_ids=[local_rank]).",
-                "silent: every rank runs on cuda:0 (out of memory there), or with NCCL "
-                + duplicate_gpu_text(None),
-                "cuda:0",
-            )
-        )
-    return out
-
-
-def _placement_text(facts: Facts, ev: Event) -> str:
-    return f'"{_short(ev.node)}"'
-
-
-def _short(node: object, limit: int = 50) -> str:
-    import ast
-
-    from gpudiag.lint.syntax import unparse
-
-    text = unparse(node) if isinstance(node, ast.AST) else "this call"
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _rank_source(val: Val) -> str:
@@ -139,106 +63,69 @@ def global_rank_rules(facts: Facts) -> list[Hit]:
     return out
 
 
-def sampler_rules(facts: Facts) -> list[Hit]:
-    out: list[Hit] = []
-    for ev in facts.of("loader_shuffle"):
-        out.append(
-            hit(
-                ev.line,
-                ev.col,
-                "LINT-SAMPLER-SHUFFLE",
-                "error",
-                "DataLoader gets both sampler= and shuffle=True: with a sampler the sampler "
-                "decides the order, and DataLoader refuses the combination.",
-                "Drop shuffle=True: DistributedSampler shuffles by itself (shuffle=True is "
-                "its default); call sampler.set_epoch(epoch) at the start of each epoch.",
-                SAMPLER_SHUFFLE,
-                None,
-            )
-        )
-    calls = facts.of("set_epoch")
-    varying = [e for e in calls if not _constant_epoch(facts, e)]
-    for ev in calls:
-        if not _constant_epoch(facts, ev) or varying:
-            continue
-        loop_var = shown.text(next((e.text("var") for e in facts.of("epoch_loop")), "epoch"))
-        out.append(
-            hit(
-                ev.line,
-                ev.col,
-                "LINT-SET-EPOCH-CONSTANT",
-                "warning",
-                f"set_epoch({shown.text(ev.text('arg'))}) is called with a constant: "
-                "DistributedSampler "
-                "seeds its shuffle with seed + epoch, so every epoch sees the data in the "
-                "same order.",
-                f"Pass the current epoch: for {loop_var} in range(num_epochs): "
-                f"sampler.set_epoch({loop_var}).",
-                "silent: every epoch iterates the data in the same order "
-                "(torch/utils/data/distributed.py: 'Otherwise, the same ordering will be "
-                "always used.')",
-                None,
-            )
-        )
-    samplers = [e for e in facts.of("sampler") if e.data.get("shuffle")]
-    loops = facts.of("epoch_loop")
-    if samplers and loops and not calls:
-        loop = next((lp for lp in loops if lp.seq > samplers[0].seq), loops[0])
-        out.append(
-            hit(
-                loop.line,
-                loop.col,
-                "LINT-SET-EPOCH-MISSING",
-                "warning",
-                f"The DistributedSampler made at line {samplers[0].line} shuffles, but "
-                "set_epoch() is never called in this epoch loop: every epoch sees the data "
-                "in the same order.",
-                f"Call sampler.set_epoch({shown.text(loop.text('var'))}) at the start of each "
-                "epoch, "
-                "before iterating the DataLoader.",
-                "silent: every epoch iterates the data in the same order "
-                "(torch/utils/data/distributed.py: 'Otherwise, the same ordering will be "
-                "always used.')",
-                None,
-            )
-        )
-    return out
-
-
-def _constant_epoch(facts: Facts, ev: Event) -> bool:
-    if ev.data.get("literal") or ev.data.get("loop_constant"):
-        return True
-    name = ev.text("name")
-    if not name or ev.val is None or not ev.val.has_const:
-        return False
-    return facts.assign_counts.get(name, 0) <= 1
+_RANK_SETUP = re.compile(r"^[a-z_][a-z0-9_]*(dist|rank|launch)[a-z0-9_]*$|^(dist|launch)")
 
 
 def local_rank_arg_rules(facts: Facts) -> list[Hit]:
     """``--local_rank`` from argv. torch/distributed/launch.py (torch 2.x) passes
     ``--local-rank`` (hyphen) and recommends reading ``LOCAL_RANK``; torchrun passes
-    no argument at all (torch/distributed/run.py: "--use-env" is the default)."""
-    if facts.reads_local_rank_env:
+    no argument at all (torch/distributed/run.py: "--use-env" is the default).
+
+    Quiet when the file, or a project module it calls, reads LOCAL_RANK, and when a
+    script that starts its own ranks (mp.spawn) assigns the attribute itself. Info when
+    the launcher may well pass it (deepspeed's passes --local_rank:
+    deepspeed/launcher/launch.py), or the option is defined in a function nothing in
+    the file calls (who parses it, and how it is launched, is not visible)."""
+    if facts.reads_local_rank_env or facts.of("local_rank_dash"):
         return []
-    return [
-        hit(
-            ev.line,
-            ev.col,
-            "LINT-LOCAL-RANK-ARG",
-            "warning",
-            "The local rank comes only from a --local_rank option: torchrun does not pass it "
-            "(it sets LOCAL_RANK), so every rank keeps the option's default and uses the same "
-            "GPU; torch.distributed.launch (torch 2.x) passes --local-rank, which this option "
-            "does not accept.",
-            "Read local_rank = int(os.environ['LOCAL_RANK']); to keep the option, accept both "
-            "spellings with that default: parser.add_argument('--local-rank', '--local_rank', "
-            "type=int, default=int(os.environ.get('LOCAL_RANK', 0))).",
-            "error: unrecognized arguments: --local-rank=0 (torch.distributed.launch); under "
-            "torchrun, silent: every rank gets the default local_rank",
-            "LOCAL_RANK",
-        )
-        for ev in facts.of("local_rank_arg")
+    if facts.of("spawn_launch") and any(
+        key == "local_rank" or key.endswith(".local_rank") for key in facts.assign_counts
+    ):
+        return []  # mp.spawn's worker sets args.local_rank = its index (issue 17)
+    # a call lint cannot read that, by its name, sets ranks up: mmcv's init_dist,
+    # setup_distributed(), get_local_rank() (not amp.initialize, not a class)
+    rank_setup = [
+        e
+        for e in facts.of("opaque_setup")
+        if not e.data.get("indirect")
+        and _RANK_SETUP.search(e.text("what").rsplit(".", 1)[-1].removesuffix("()"))
     ]
+    out: list[Hit] = []
+    for ev in facts.of("local_rank_arg"):
+        note = ""
+        if facts.frameworks:
+            framework = sorted(facts.frameworks)[0]
+            note = (
+                f" Not certain: the script uses {framework}"
+                + (", whose launcher passes --local_rank" if framework == "deepspeed" else "")
+                + "."
+            )
+        elif rank_setup:
+            note = f" Not certain: {opaque_text(rank_setup[0])} may read LOCAL_RANK."
+        elif ev.proc.startswith("def:"):
+            note = (
+                " Not certain: nothing in this file calls the function that adds the option; "
+                "the script that does may read LOCAL_RANK."
+            )
+        out.append(
+            hit(
+                ev.line,
+                ev.col,
+                "LINT-LOCAL-RANK-ARG",
+                "info" if note else "warning",
+                "The local rank comes only from a --local_rank option: torchrun does not pass "
+                "it (it sets LOCAL_RANK), so every rank keeps the option's default and uses the "
+                "same GPU; torch.distributed.launch (torch 2.x) passes --local-rank, which this "
+                f"option does not accept.{note}",
+                "Read local_rank = int(os.environ['LOCAL_RANK']); to keep the option, accept "
+                "both spellings with that default: parser.add_argument('--local-rank', "
+                "'--local_rank', type=int, default=int(os.environ.get('LOCAL_RANK', 0))).",
+                "error: unrecognized arguments: --local-rank=0 (torch.distributed.launch); "
+                "under torchrun, silent: every rank gets the default local_rank",
+                "LOCAL_RANK",
+            )
+        )
+    return out
 
 
 def spawn_rules(facts: Facts) -> list[Hit]:
@@ -269,6 +156,7 @@ def spawn_rules(facts: Facts) -> list[Hit]:
             )
         )
     launches = facts.of("spawn_launch", "fork_launch")
+    # init_process_group in a project helper (init_pg_via): its rendezvous is not visible
     set_vars = {e.text("var") for e in facts.of("env_set")}
     if launches and not {"MASTER_ADDR", "MASTER_PORT"} <= set_vars:
         missing = "MASTER_ADDR" if "MASTER_ADDR" not in set_vars else "MASTER_PORT"

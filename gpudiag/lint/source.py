@@ -23,14 +23,15 @@ from gpudiag.errors import GpudiagInputError
 from gpudiag.lint import gates, shown
 from gpudiag.lint.codes import CODES, Hit, LintFinding, hit
 from gpudiag.lint.facts import Facts
+from gpudiag.lint.linked import LinkedWalker
+from gpudiag.lint.project import Project
 from gpudiag.lint.rules_amp import deprecated_rules, scaler_rules
+from gpudiag.lint.rules_device import physical_id_rules, set_device_rules
 from gpudiag.lint.rules_dist import (
     cpu_collective_rules,
     ddp_cpu_rules,
     global_rank_rules,
     local_rank_arg_rules,
-    sampler_rules,
-    set_device_rules,
     spawn_rules,
 )
 from gpudiag.lint.rules_dp import (
@@ -40,8 +41,8 @@ from gpudiag.lint.rules_dp import (
     wrapper_attribute_rules,
 )
 from gpudiag.lint.rules_env import cvd_rules, fork_rules, master_port_rules
+from gpudiag.lint.rules_epoch import sampler_rules
 from gpudiag.lint.syntax import clear_caches
-from gpudiag.lint.walker import Walker
 
 _IGNORE_RE = re.compile(r"#\s*gpudiag:\s*ignore")
 # The forms a suppression may take (docs/lint.md): `ignore` alone, or `ignore[CODE, …]`
@@ -226,9 +227,12 @@ def _unknown_codes(line: int, col: int, codes: frozenset[str]) -> list[Hit]:
     ]
 
 
-def analyse(tree: ast.Module, lines: list[str]) -> Facts:
-    """The facts of one parsed module."""
-    return Walker(tree, lines).run()
+def analyse(
+    tree: ast.Module, lines: list[str], project: Project | None = None, file: str | None = None
+) -> Facts:
+    """The facts of one module; with its ``project`` and ``file``, calls into the project's
+    other modules count (docs/lint.md, "Project reading")."""
+    return LinkedWalker(tree, lines, project, file).run()
 
 
 def rules(facts: Facts) -> list[Hit]:
@@ -239,6 +243,7 @@ def rules(facts: Facts) -> list[Hit]:
         *fork_rules(facts),
         *master_port_rules(facts),
         *set_device_rules(facts),
+        *physical_id_rules(facts),
         *global_rank_rules(facts),
         *ddp_cpu_rules(facts),
         *sampler_rules(facts),
@@ -299,21 +304,26 @@ def parse_error(path: str, exc: BaseException, *, walk: bool = False) -> LintFin
     return LintFinding(path, found.line, found.col, found.finding)
 
 
-def lint_text(text: str, path: str = "<string>") -> tuple[list[LintFinding], Facts | None]:
-    """Lint Python source text; returns the findings (sorted, suppressions applied) and facts."""
+def lint_text(
+    text: str, path: str = "<string>", *, project: Project | None = None, file: str | None = None
+) -> tuple[list[LintFinding], Facts | None]:
+    """Lint Python source text; returns the findings (sorted, suppressions applied) and facts.
+    ``file``: where the text was read from, so the project's modules beside it are read."""
     # The syntax tree of a 4 MiB file has millions of nodes and holds no reference cycle;
     # the cyclic garbage collector, run again and again while they are made, tripled the
     # time of the parse (issue 21: measured 24 s -> 6 s for a 4 MiB `a+a+…` file).
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _lint_text(text, path)
+        return _lint_text(text, path, project, file)
     finally:
         if collecting:
             gc.enable()
 
 
-def _lint_text(text: str, path: str) -> tuple[list[LintFinding], Facts | None]:
+def _lint_text(
+    text: str, path: str, project: Project | None, file: str | None
+) -> tuple[list[LintFinding], Facts | None]:
     try:
         tree = ast.parse(text, filename=path)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
@@ -322,7 +332,7 @@ def _lint_text(text: str, path: str) -> tuple[list[LintFinding], Facts | None]:
         return [parse_error(path, exc)], None
     lines = text.splitlines()
     try:
-        facts = analyse(tree, lines)
+        facts = analyse(tree, lines, project, file)
         found = place(path, rules(facts), text)
     except RecursionError as exc:
         # A backstop: the walk is bounded (MAX_NESTING) to well under Python's default
@@ -358,8 +368,11 @@ def place(path: str, hits: Iterable[Hit], text: str) -> list[LintFinding]:
     return out
 
 
-def lint_file(path: Path, shown: str | None = None) -> tuple[list[LintFinding], Facts | None, str]:
-    """Lint one file: (findings, facts or None when it did not parse, its text)."""
+def lint_file(
+    path: Path, shown: str | None = None, project: Project | None = None
+) -> tuple[list[LintFinding], Facts | None, str]:
+    """Lint one file: (findings, facts or None when it did not parse, its text), reading
+    the modules it imports through ``project`` (one per run: its cache)."""
     name = shown if shown is not None else str(path)
     _regular(path, name)
     try:
@@ -376,5 +389,6 @@ def lint_file(path: Path, shown: str | None = None) -> tuple[list[LintFinding], 
         # UnicodeError, not only UnicodeDecodeError: `# coding: undefined` names a
         # codec whose decode raises the base class (issue 21: it was a traceback)
         return [parse_error(name, exc)], None, ""
-    findings, facts = lint_text(text, name)
+    project = project if project is not None else Project()
+    findings, facts = lint_text(text, name, project=project, file=os.fspath(path))
     return findings, facts, text

@@ -13,7 +13,7 @@ right script is simply the same one that parses).
 
 from __future__ import annotations
 
-from gpudiag.lint.examples import amp, dist, dp, env, files
+from gpudiag.lint.examples import amp, device, dist, dp, env, files
 from gpudiag.lint.examples.pair import Example
 
 __all__ = ["EXAMPLES", "WITHOUT_EXAMPLE", "Example", "render"]
@@ -24,6 +24,7 @@ EXAMPLES: dict[str, Example] = {
     **files.EXAMPLES,
     **env.EXAMPLES,
     **dist.EXAMPLES,
+    **device.EXAMPLES,
     **dp.EXAMPLES,
     **amp.EXAMPLES,
 }

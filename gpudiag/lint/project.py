@@ -1,0 +1,398 @@
+"""The project a linted file belongs to: its modules found, read once per run, and joined.
+
+Linting a file also reads the modules of the same project it imports (issue 17 item 1):
+relative imports, and top-level packages or modules found beside the script, in the
+folders above it up to the folder given to lint, in that folder itself, or above the
+package the script is part of. Each module is read and summarised
+(:mod:`gpudiag.lint.summary`) at most once per run, whichever files import it, and only
+when a call reaches it: the cost stays linear in the project's size. A module nobody
+calls into is never read. Nothing is imported or run.
+
+A dotted path the linted file calls resolves to one of:
+
+* a function, class or method of a project module: :meth:`Project.caps` says what it
+  does, following its calls within the project (bounded, cycle-safe);
+* :data:`UNRESOLVED`: a package that is not in the project (a third-party package, or a
+  project module outside the folder given to lint), or a name lint cannot find in a
+  module it read. Rules that depend on what it does are info at most (issue 17 item 2);
+* None: torch, the standard library, or a package known to set up nothing on a GPU.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from gpudiag.lint import summary as S
+from gpudiag.lint.summary import ClassInfo, Def, ModuleSummary
+
+#: How many modules a name may be re-exported through (``from .core import f`` in an
+#: ``__init__.py``), and how deep calls are followed from one function: far more than
+#: helpers nest in practice, and a bound on the work done for one call.
+MAX_HOPS = 8
+MAX_CALL_DEPTH = 10
+#: The largest module read for its summary (lint's own per-file limit).
+MAX_MODULE_BYTES = 4 * 1024 * 1024
+_KNOWN = frozenset(sys.stdlib_module_names) | {"torch", "torchvision", "torchaudio", "__future__"}
+
+
+@dataclass(frozen=True)
+class Sym:
+    """A function (``f``), class (``C``) or method (``C.m``) of a project module."""
+
+    path: str
+    kind: str  # "func", "class" or "method"
+    name: str
+
+    @property
+    def shown(self) -> str:
+        return f"{self.name}() in {os.path.basename(self.path)}"
+
+
+class _Unresolved:
+    def __repr__(self) -> str:
+        return "UNRESOLVED"
+
+
+UNRESOLVED = _Unresolved()
+Resolution = Sym | _Unresolved | None
+
+
+class Project:
+    """One lint run's view of the project(s): module lookup and summaries, each cached."""
+
+    def __init__(self, roots: Iterable[str] = ()) -> None:
+        self.roots = tuple(dict.fromkeys(os.path.realpath(r) for r in roots))
+        self._summaries: dict[str, ModuleSummary | None] = {}
+        self._dirs: dict[str, tuple[str, ...]] = {}
+        self._found: dict[tuple[tuple[str, ...], str], tuple[str, int] | None] = {}
+        self._resolved: dict[tuple[str, str], Resolution] = {}
+        self._caps: dict[Sym, frozenset[str]] = {}
+        self._backends: dict[Sym, frozenset[str | None]] = {}
+        self._active: set[Sym] = set()
+        #: how many modules were read for their summary (docs/lint.md: the cost)
+        self.modules_read = 0
+
+    # ------------------------------------------------------------------ finding modules
+
+    def search_dirs(self, file: str) -> tuple[str, ...]:
+        """Where an absolute import from ``file`` is looked for, first match wins: the
+        file's folder, the folders above it up to the lint root that holds it, the roots;
+        for a file outside every root, the folder above the package it is part of
+        (``python -m pkg.train``). Nothing above a root: a module there is unresolved."""
+        here = os.path.dirname(os.path.realpath(file))
+        found = self._dirs.get(here)
+        if found is not None:
+            return found
+        dirs = [here]
+        inside = [r for r in self.roots if here == r or here.startswith(r.rstrip(os.sep) + os.sep)]
+        top = max(inside, key=len) if inside else None
+        up = here
+        while top is not None and up != top and os.path.dirname(up) != up:
+            up = os.path.dirname(up)
+            dirs.append(up)
+        dirs.extend(self.roots)
+        if top is None:
+            # a file given alone: the folder above the package it is part of
+            up = here
+            while os.path.isfile(os.path.join(up, "__init__.py")) and os.path.dirname(up) != up:
+                up = os.path.dirname(up)
+            dirs.append(up)
+        result = tuple(dict.fromkeys(dirs))
+        self._dirs[here] = result
+        return result
+
+    def _locate(self, dirs: tuple[str, ...], parts: list[str]) -> tuple[str, int] | None:
+        """The module file the longest prefix of ``parts`` names, and how many parts it
+        took; None when the first part is no module or package in any of ``dirs``."""
+        key = (dirs, ".".join(parts))
+        if key in self._found:
+            return self._found[key]
+        result = None
+        for base in dirs:
+            result = _descend(base, parts)
+            if result is not None:
+                break
+        self._found[key] = result
+        return result
+
+    def resolve(self, file: str, dotted: str, hops: int = 0) -> Resolution:
+        """What ``dotted`` (as the code of ``file`` imports it) names in the project."""
+        key = (file, dotted)
+        if key in self._resolved:
+            return self._resolved[key]
+        self._resolved[key] = UNRESOLVED  # a cycle of re-exports ends here
+        result = self._resolve(file, dotted, hops)
+        self._resolved[key] = result
+        return result
+
+    def _resolve(self, file: str, dotted: str, hops: int) -> Resolution:
+        if hops > MAX_HOPS or not dotted.strip("."):
+            return UNRESOLVED
+        level = len(dotted) - len(dotted.lstrip("."))
+        parts = dotted[level:].split(".") if dotted[level:] else []
+        if level:
+            base = os.path.dirname(os.path.realpath(file))
+            for _ in range(level - 1):
+                base = os.path.dirname(base)
+            found = _descend(base, parts, package=True)
+        else:
+            top = parts[0]
+            if top in _KNOWN or top in S.INERT_PACKAGES:
+                return None
+            found = self._locate(self.search_dirs(file), parts)
+        if found is None:
+            return UNRESOLVED
+        module, used = found
+        return self._member(module, parts[used:], hops)
+
+    def _member(self, module: str, rest: list[str], hops: int) -> Resolution:
+        summary = self.summary(module)
+        if summary is None or not rest:
+            return UNRESOLVED
+        name = rest[0]
+        if name in summary.funcs and len(rest) == 1:
+            return Sym(module, "func", name)
+        if name in summary.classes:
+            if len(rest) == 1:
+                return Sym(module, "class", name)
+            if len(rest) == 2:
+                return self.method(Sym(module, "class", name), rest[1]) or UNRESOLVED
+            return UNRESOLVED
+        target = summary.aliases.get(name)
+        if target is not None:
+            return self.resolve(module, ".".join([target, *rest[1:]]), hops + 1)
+        for star in summary.stars:
+            sep = "" if star.endswith(".") else "."
+            found = self.resolve(module, f"{star}{sep}{'.'.join(rest)}", hops + 1)
+            if isinstance(found, Sym):
+                return found
+        return UNRESOLVED
+
+    def module_top(self, file: str, dotted: str) -> frozenset[str]:
+        """What importing the project module ``dotted`` does at module level (its own
+        code, not the functions it defines); empty when it is no project module."""
+        level = len(dotted) - len(dotted.lstrip("."))
+        parts = dotted[level:].split(".") if dotted[level:] else []
+        if level:
+            base = os.path.dirname(os.path.realpath(file))
+            for _ in range(level - 1):
+                base = os.path.dirname(base)
+            found = _descend(base, parts, package=True)
+        elif parts and parts[0] not in _KNOWN and parts[0] not in S.INERT_PACKAGES:
+            found = self._locate(self.search_dirs(file), parts)
+        else:
+            found = None
+        if found is None or found[1] != len(parts):
+            return frozenset()
+        summary = self.summary(found[0])
+        return frozenset(summary.top.caps) if summary is not None else frozenset()
+
+    def is_module(self, file: str, dotted: str) -> bool:
+        """Whether ``dotted`` (absolute) names a module or package of the project."""
+        parts = dotted.split(".")
+        if not parts[0] or parts[0] in _KNOWN:
+            return False
+        return self._locate(self.search_dirs(file), parts) is not None
+
+    def summary(self, module: str) -> ModuleSummary | None:
+        """The module's summary, read once per run (None: unreadable, not Python)."""
+        if module in self._summaries:
+            return self._summaries[module]
+        self._summaries[module] = None
+        try:
+            if os.path.getsize(module) > MAX_MODULE_BYTES:
+                return None
+            with open(module, "rb") as handle:
+                data = handle.read(MAX_MODULE_BYTES + 1)
+            if len(data) > MAX_MODULE_BYTES:
+                return None  # grown since its size was read
+            tree = ast.parse(data, filename=module)
+        except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
+        self.modules_read += 1
+        result = S.summarise(tree, module)
+        self._summaries[module] = result
+        return result
+
+    # ------------------------------------------------------------------ what code does
+
+    def _class(self, sym: Sym) -> ClassInfo | None:
+        summary = self.summary(sym.path)
+        if summary is None:
+            return None
+        return summary.classes.get(sym.name.split(".")[0])
+
+    def _def(self, sym: Sym) -> Def | None:
+        summary = self.summary(sym.path)
+        if summary is None:
+            return None
+        if sym.kind == "func":
+            return summary.funcs.get(sym.name)
+        if sym.kind == "method":
+            cls, _, meth = sym.name.partition(".")
+            info = summary.classes.get(cls)
+            return info.methods.get(meth) if info is not None else None
+        return None
+
+    def bases(self, cls: Sym) -> list[Resolution]:
+        """A project class's bases, each resolved (a local class, an import, or not)."""
+        info = self._class(cls)
+        if info is None:
+            return []
+        return [self.name_in(cls.path, text) for text in info.bases]
+
+    def method(self, cls: Sym, name: str, depth: int = 0) -> Sym | None:
+        """``cls.name`` looked up through the class and its project bases, in order."""
+        info = self._class(cls)
+        if info is None or depth > MAX_HOPS:
+            return None
+        if name in info.methods:
+            return Sym(cls.path, "method", f"{cls.name}.{name}")
+        for base in self.bases(cls):
+            if isinstance(base, Sym) and base.kind == "class":
+                found = self.method(base, name, depth + 1)
+                if found is not None:
+                    return found
+        return None
+
+    def opaque_bases(self, cls: Sym, depth: int = 0) -> bool:
+        """Whether a class derives, here or further up, from a class lint cannot read."""
+        if depth > MAX_HOPS:
+            return False
+        for base in self.bases(cls):
+            if base is UNRESOLVED:
+                return True
+            if isinstance(base, Sym) and self.opaque_bases(base, depth + 1):
+                return True
+        return False
+
+    def name_in(self, module: str, text: str) -> Resolution:
+        """What a name written in ``module`` (``f``, ``C``, ``mod.f``) refers to."""
+        summary = self.summary(module)
+        if summary is None:
+            return UNRESOLVED
+        first, _, rest = text.partition(".")
+        if first in summary.funcs and not rest:
+            return Sym(module, "func", first)
+        if first in summary.classes:
+            if not rest:
+                return Sym(module, "class", first)
+            if "." not in rest:
+                return self.method(Sym(module, "class", first), rest)
+            return None
+        target = summary.aliases.get(first)
+        if target is None:
+            if summary.stars:
+                for star in summary.stars:
+                    sep = "" if star.endswith(".") else "."
+                    found = self.resolve(module, f"{star}{sep}{text}")
+                    if isinstance(found, Sym):
+                        return found
+            return None  # a builtin, a parameter, a local variable: nothing to follow
+        return self.resolve(module, f"{target}.{rest}" if rest else target)
+
+    def caps(self, sym: Sym, depth: int = 0) -> frozenset[str]:
+        """What calling ``sym`` does (constructing a class runs its ``__init__``), through
+        the calls it makes within the project. A call into a package lint cannot read,
+        whose name says it sets the job up, adds :data:`~gpudiag.lint.summary.OPAQUE_SETUP`."""
+        if sym.kind == "class":
+            init = self.method(sym, "__init__")
+            found = self.caps(init, depth) if init is not None else frozenset()
+            if self.opaque_bases(sym):
+                found |= {S.OPAQUE_SETUP}
+            return found
+        cached = self._caps.get(sym)
+        if cached is not None:
+            return cached
+        if sym in self._active or depth > MAX_CALL_DEPTH:
+            return frozenset()  # a cycle, or too deep: what is known so far
+        fn = self._def(sym)
+        if fn is None:
+            return frozenset()
+        self._active.add(sym)
+        try:
+            caps = set(fn.caps)
+            backends = set(fn.backends)
+            cls = Sym(sym.path, "class", sym.name.split(".")[0]) if sym.kind == "method" else None
+            for text in dict.fromkeys(fn.calls):
+                target = self._callee(sym.path, cls, text)
+                if isinstance(target, Sym):
+                    caps |= self.caps(target, depth + 1)
+                    backends |= self.backends(target)
+                elif target is UNRESOLVED and S.SETUP_NAME.search(text.rsplit(".", 1)[-1]):
+                    caps.add(S.OPAQUE_SETUP)
+        finally:
+            self._active.discard(sym)
+        result = frozenset(caps)
+        if depth == 0 or sym not in self._active:
+            self._caps[sym] = result
+            self._backends[sym] = frozenset(backends)
+        return result
+
+    def class_caps(self, cls: Sym, depth: int = 0) -> frozenset[str]:
+        """What any method of a project class or of its project bases does: a test class
+        deriving from it may run any of them before its tests (a base's ``setUp``, or the
+        ``_run`` of torch's MultiProcessTestCase that starts each test's process)."""
+        info = self._class(cls)
+        if info is None or depth > MAX_HOPS:
+            return frozenset()
+        found: set[str] = set()
+        for name in info.methods:
+            found |= self.caps(Sym(cls.path, "method", f"{cls.name}.{name}"))
+        for base in self.bases(cls):
+            if isinstance(base, Sym) and base.kind == "class":
+                found |= self.class_caps(base, depth + 1)
+            elif base is UNRESOLVED:
+                found.add(S.OPAQUE_SETUP)
+        return frozenset(found)
+
+    def backends(self, sym: Sym) -> frozenset[str | None]:
+        """The backends ``sym``'s init_process_group calls name (after :meth:`caps`)."""
+        if sym.kind == "class":
+            init = self.method(sym, "__init__")
+            return self.backends(init) if init is not None else frozenset()
+        return self._backends.get(sym, frozenset())
+
+    def _callee(self, module: str, cls: Sym | None, text: str) -> Resolution:
+        head, _, meth = text.partition(".")
+        if head in ("self", "cls") and cls is not None:
+            return self.method(cls, meth) if meth and "." not in meth else None
+        if head == "super" and cls is not None:
+            for base in self.bases(cls):
+                if isinstance(base, Sym) and base.kind == "class":
+                    found = self.method(base, meth)
+                    if found is not None:
+                        return found
+                elif base is UNRESOLVED:
+                    return UNRESOLVED
+            return None
+        return self.name_in(module, text)
+
+
+def _descend(base: str, parts: list[str], *, package: bool = False) -> tuple[str, int] | None:
+    """The module file under ``base`` that the longest prefix of ``parts`` names.
+
+    ``package``: ``base`` is itself a package (a relative import), so an empty prefix
+    names its ``__init__.py``."""
+    cur = base
+    last: tuple[str, int] | None = None
+    if package:
+        init = os.path.join(base, "__init__.py")
+        last = (init, 0) if os.path.isfile(init) else None
+    for i, part in enumerate(parts):
+        if not part.isidentifier():
+            break
+        sub = os.path.join(cur, part)
+        if os.path.isfile(sub + ".py"):
+            return (sub + ".py", i + 1)
+        if not os.path.isdir(sub):
+            break
+        init = os.path.join(sub, "__init__.py")
+        if os.path.isfile(init):
+            last = (init, i + 1)
+        cur = sub
+    return last
