@@ -211,14 +211,15 @@ with torch.cuda.amp.autocast():
     pass
 """
     found = _only(text, "LINT-AMP-DEPRECATED")
+    # line 8 is the arm every torch >= 2.4 takes (`not < 2.4`): not guarded, it warns
     assert [(f.line, f.finding.severity) for f in found] == [
         (4, "info"),
         (6, "info"),
-        (8, "info"),
+        (8, "warning"),
         (9, "warning"),
     ]
-    assert all(f.finding.message.endswith(GATE_NOTE) for f in found[:3])
-    assert not found[3].finding.message.endswith(GATE_NOTE)
+    assert all(f.finding.message.endswith(GATE_NOTE) for f in found[:2])
+    assert not any(f.finding.message.endswith(GATE_NOTE) for f in found[2:])
 
 
 def test_a_name_or_function_computed_from_the_version_is_a_gate() -> None:
@@ -309,12 +310,12 @@ os.environ["CUDA_VISIBLE_DEVICES"] = "0"
 
 
 def test_cap_makes_only_the_guarded_hits_info() -> None:
-    tree = ast.parse("if TORCH_2_4:\n    a()\nb()\n")
+    tree = ast.parse("if not TORCH_2_4:\n    a()\nb()\n")
     hits = [
         hit(2, 5, "LINT-AMP-DEPRECATED", "warning", "m.", None, None),
         hit(3, 1, "LINT-AMP-DEPRECATED", "error", "m.", None, None),
     ]
-    capped = cap(hits, tree, ["if TORCH_2_4:", "    a()", "b()"])
+    capped = cap(hits, tree, ["if not TORCH_2_4:", "    a()", "b()"])
     assert [(h.finding.severity, h.finding.message) for h in capped] == [
         ("info", f"m. {GATE_NOTE}"),
         ("error", "m."),
@@ -503,3 +504,63 @@ else:
     sys.exit("needs torch >= 1.6")
 """
     assert _found(text, "LINT-AMP-DEPRECATED") == [(8, "warning"), (10, "warning")]
+
+
+# ------------------------------------------- the arm every current torch takes (issue 17)
+
+
+def test_an_arm_every_torch_since_2_4_takes_is_not_guarded() -> None:
+    """transformers' trainer: `if version.parse(torch.__version__) >= version.parse("1.6"):
+    from torch.cuda.amp import autocast` runs on every torch >= 2.4, where it warns; the
+    other arm (only old torch) stays guarded."""
+    text = """\
+import torch
+from packaging import version
+from utils import TORCH_1_9, _TORCH_GREATER_EQUAL_2_4
+
+if version.parse(torch.__version__) >= version.parse("1.6"):
+    a = torch.cuda.amp.autocast()
+else:
+    b = torch.cuda.amp.autocast()
+if torch.__version__ < "1.10":
+    c = torch.cuda.amp.GradScaler()
+else:
+    d = torch.cuda.amp.GradScaler()
+e = torch.amp.GradScaler("cuda") if _TORCH_GREATER_EQUAL_2_4 else torch.cuda.amp.GradScaler()
+if not TORCH_1_9:
+    f = torch.cuda.amp.GradScaler()
+if version.parse(torch.__version__) >= version.parse("2.5"):
+    g = torch.cuda.amp.GradScaler()
+"""
+    assert _found(text, "LINT-AMP-DEPRECATED") == [
+        (6, "warning"),
+        (8, "info"),
+        (10, "info"),
+        (12, "warning"),
+        (13, "info"),
+        (15, "info"),
+        (17, "info"),  # >= 2.5: torch 2.4 itself does not take it, so it stays a gate
+    ]
+
+
+@pytest.mark.parametrize(
+    ("test", "expected"),
+    [
+        ('version.parse(torch.__version__) >= version.parse("1.6")', True),
+        ('torch.__version__ >= "2.4"', True),
+        ('torch.__version__ > "2.4"', None),
+        ('"1.10" > torch.__version__', False),
+        ("TORCH_VERSION >= (1, 8)", True),
+        ('is_torch_version(">=", "2.0.0")', True),
+        ('is_torch_version("<", "2.4")', False),
+        ("is_torch_greater_than_1_6", True),
+        ("_TORCH_GREATER_EQUAL_2_6", None),
+        ("not _TORCH_GREATER_EQUAL_1_12", False),
+        ('torch.__version__[:3] >= "1.6"', None),
+        ('hasattr(torch, "amp")', None),
+    ],
+)
+def test_which_arm_current_torch_takes(test: str, expected: bool | None) -> None:
+    from gpudiag.lint.gates_version import holds_on_modern
+
+    assert holds_on_modern(ast.parse(test, mode="eval").body) is expected

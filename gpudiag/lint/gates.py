@@ -23,6 +23,7 @@ import re
 from collections.abc import Iterable
 
 from gpudiag.lint.codes import Hit
+from gpudiag.lint.gates_version import holds_on_modern
 from gpudiag.lint.syntax import dotted_name, inner_blocks
 
 GATE_NOTE = "(under a torch-version gate)"
@@ -200,7 +201,12 @@ def spans(tree: ast.Module, lines: list[str]) -> Spans:
                 for part in _header(stmt):
                     for node in _nodes(part, 10 * _MAX_TEST_NODES):
                         if isinstance(node, ast.IfExp):
-                            spans = [_expr_span(node.body), _expr_span(node.orelse)]
+                            modern = holds_on_modern(node.test)
+                            spans = [
+                                _expr_span(arm)
+                                for arm, taken in ((node.body, True), (node.orelse, False))
+                                if modern is not taken
+                            ]
                             tests.append((node.test, spans))
     if tests is None:
         return _merge(found)
@@ -249,10 +255,18 @@ def _survey(
     if isinstance(stmt, ast.If) and tests is not None:
         # both branches, but not the script after a branch that only refuses old torch
         # (`if torch < 1.6: raise …` / `else: <the training>`)
-        body = None if _refuses(stmt.orelse) else _block_span(stmt.body)
-        orelse = None if _refuses(stmt.body) else _block_span(stmt.orelse)
+        # an arm every torch >= 2.4 takes is not guarded (`>= "1.6"`: gates_version.py)
+        modern = holds_on_modern(stmt.test)
+        body = None if _refuses(stmt.orelse) or modern is True else _block_span(stmt.body)
+        orelse = None if _refuses(stmt.body) or modern is False else _block_span(stmt.orelse)
         guarded = [span for span in (body, orelse) if span]
-        if not stmt.orelse and at + 1 < len(block) and _returns(stmt.body) and _returns(block):
+        if (
+            not stmt.orelse
+            and modern is not False
+            and at + 1 < len(block)
+            and _returns(stmt.body)
+            and _returns(block)
+        ):
             # `if TORCH_2_4: return new()` then `return old()`: the rest of the block is
             # the gate's other branch. Not after a `raise` (horovod: `if amp and torch <
             # 1.6: raise`) nor a bare `return`: what follows is the script itself
