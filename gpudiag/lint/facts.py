@@ -69,6 +69,8 @@ class Facts:
     #: frameworks the script (or a project module it calls) uses: deepspeed, accelerate…
     #: (gpudiag.lint.linked.FRAMEWORKS); they set devices up and launch in their own way
     frameworks: set[str] = field(default_factory=set)
+    #: the launchers the project's shell scripts start this file with (launch_scripts.py)
+    launched_by: frozenset[str] = frozenset()
 
     @property
     def assign_counts(self) -> dict[str, int]:

@@ -27,6 +27,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from gpudiag.lint import summary as S
+from gpudiag.lint.launch_scripts import ShellLaunches
 from gpudiag.lint.summary import ClassInfo, Def, ModuleSummary
 
 #: How many modules a name may be re-exported through (``from .core import f`` in an
@@ -73,6 +74,7 @@ class Project:
         self._caps: dict[Sym, frozenset[str]] = {}
         self._backends: dict[Sym, frozenset[str | None]] = {}
         self._active: set[Sym] = set()
+        self.launches = ShellLaunches()  # how its shell scripts launch a file
         #: how many modules were read for their summary (docs/lint.md: the cost)
         self.modules_read = 0
 

@@ -93,7 +93,11 @@ def local_rank_arg_rules(facts: Facts) -> list[Hit]:
     out: list[Hit] = []
     for ev in facts.of("local_rank_arg"):
         note = ""
-        if facts.frameworks:
+        torch_launched = facts.launched_by and "deepspeed" not in facts.launched_by
+        if torch_launched:
+            # the project's own shell script starts it with torch's launcher: certain
+            note = f" The project's shell script starts it with {sorted(facts.launched_by)[0]}."
+        elif facts.frameworks:
             framework = sorted(facts.frameworks)[0]
             note = (
                 f" Not certain: the script uses {framework}"
@@ -112,7 +116,7 @@ def local_rank_arg_rules(facts: Facts) -> list[Hit]:
                 ev.line,
                 ev.col,
                 "LINT-LOCAL-RANK-ARG",
-                "info" if note else "warning",
+                "info" if note and not torch_launched else "warning",
                 "The local rank comes only from a --local_rank option: torchrun does not pass "
                 "it (it sets LOCAL_RANK), so every rank keeps the option's default and uses the "
                 "same GPU; torch.distributed.launch (torch 2.x) passes --local-rank, which this "

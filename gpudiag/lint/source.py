@@ -333,6 +333,8 @@ def _lint_text(
     lines = text.splitlines()
     try:
         facts = analyse(tree, lines, project, file)
+        if project is not None and file is not None:
+            facts.launched_by = project.launches.launchers_of(file)
         found = place(path, rules(facts), text)
     except RecursionError as exc:
         # A backstop: the walk is bounded (MAX_NESTING) to well under Python's default

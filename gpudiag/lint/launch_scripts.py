@@ -1,0 +1,78 @@
+"""How the project's own shell scripts launch a training script.
+
+Whether ``--local_rank`` arrives depends on the launcher (torch/distributed/launch.py
+at torch 2.x passes ``--local-rank``, torchrun passes nothing, deepspeed/launcher/
+launch.py passes ``--local_rank``), which the Python file does not say. Repositories
+often do, in a ``run.sh`` beside the script (DeepSpeedExamples' compression/cifar:
+``python -m torch.distributed.launch … train.py --deepspeed``). Issue 17: a script that
+uses deepspeed but is launched by torch's launcher in its own shell script is certain.
+
+Read: the ``*.sh`` files in the script's folder and the folder above it (at most
+:data:`MAX_SCRIPTS` per folder, each at most :data:`MAX_BYTES`), once per folder per
+run. A command (continuation lines joined) that names a launcher and the script's file
+name counts. Nothing is run.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+MAX_SCRIPTS = 50
+MAX_BYTES = 256 * 1024
+
+_LAUNCHERS = (
+    ("torchrun", re.compile(r"(?:^|[\s;&|/])torchrun\b|torch\.distributed\.run\b")),
+    ("torch.distributed.launch", re.compile(r"torch\.distributed\.launch\b")),
+    ("deepspeed", re.compile(r"(?:^|[\s;&|/])deepspeed(?=\s)")),
+)
+_PY = re.compile(r"([\w.\-/]+\.py)\b")
+
+
+def _commands(text: str) -> list[str]:
+    joined = re.sub(r"\\\r?\n", " ", text)
+    return [line.split("#", 1)[0] for line in joined.splitlines()]
+
+
+def _read_folder(folder: str) -> dict[str, frozenset[str]]:
+    """``{script file name: the launchers that start it}`` from the folder's shell scripts."""
+    found: dict[str, set[str]] = {}
+    try:
+        names = sorted(n for n in os.listdir(folder) if n.endswith(".sh"))[:MAX_SCRIPTS]
+    except OSError:
+        return {}
+    for name in names:
+        path = os.path.join(folder, name)
+        try:
+            if not os.path.isfile(path):
+                continue
+            with open(path, "rb") as handle:
+                text = handle.read(MAX_BYTES).decode("utf-8", "replace")
+        except OSError:
+            continue
+        for command in _commands(text):
+            launchers = {what for what, pattern in _LAUNCHERS if pattern.search(command)}
+            if not launchers:
+                continue
+            for script in _PY.findall(command):
+                found.setdefault(os.path.basename(script), set()).update(launchers)
+    return {k: frozenset(v) for k, v in found.items()}
+
+
+class ShellLaunches:
+    """One lint run's reading of shell scripts, cached per folder."""
+
+    def __init__(self) -> None:
+        self._folders: dict[str, dict[str, frozenset[str]]] = {}
+
+    def launchers_of(self, file: str) -> frozenset[str]:
+        """The launchers the project's shell scripts start ``file`` with (empty: none seen)."""
+        here = os.path.dirname(os.path.realpath(file))
+        name = os.path.basename(file)
+        out: set[str] = set()
+        for folder in dict.fromkeys((here, os.path.dirname(here))):
+            table = self._folders.get(folder)
+            if table is None:
+                table = self._folders[folder] = _read_folder(folder)
+            out |= table.get(name, frozenset())
+        return frozenset(out)

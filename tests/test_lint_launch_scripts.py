@@ -1,0 +1,53 @@
+"""Issue 17: a script's launcher read from the project's own shell scripts
+(gpudiag/lint/launch_scripts.py): a deepspeed script that its run.sh starts with
+torch.distributed.launch gets --local-rank, which its --local_rank option refuses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gpudiag.lint import lint_paths
+from gpudiag.lint.launch_scripts import ShellLaunches
+
+SCRIPT = """\
+import argparse
+import deepspeed
+parser = argparse.ArgumentParser()
+parser.add_argument("--local_rank", type=int, default=-1)
+args = parser.parse_args()
+deepspeed.init_distributed()
+"""
+
+
+def _severity(tmp_path: Path, sh: str | None) -> list[str]:
+    (tmp_path / "train.py").write_text(SCRIPT)
+    if sh is not None:
+        (tmp_path / "run.sh").write_text(sh)
+    report = lint_paths([str(tmp_path)])
+    return [f.finding.severity for f in report.findings if f.finding.code == "LINT-LOCAL-RANK-ARG"]
+
+
+def test_no_shell_script_a_deepspeed_script_is_info(tmp_path: Path) -> None:
+    assert _severity(tmp_path, None) == ["info"]
+
+
+def test_started_by_torch_distributed_launch_it_is_a_warning(tmp_path: Path) -> None:
+    sh = "#!/bin/bash\npython -m torch.distributed.launch --nproc_per_node=2 \\\n  train.py --deepspeed\n"
+    assert _severity(tmp_path, sh) == ["warning"]
+
+
+def test_started_by_the_deepspeed_launcher_it_stays_info(tmp_path: Path) -> None:
+    assert _severity(tmp_path, "deepspeed --num_gpus 2 train.py --deepspeed\n") == ["info"]
+
+
+def test_a_comment_or_another_script_does_not_count(tmp_path: Path) -> None:
+    sh = "# torchrun train.py\ntorchrun --nproc_per_node=2 other.py\n"
+    assert _severity(tmp_path, sh) == ["info"]
+
+
+def test_launchers_are_read_from_the_folder_and_the_one_above(tmp_path: Path) -> None:
+    sub = tmp_path / "src"
+    sub.mkdir()
+    (sub / "train.py").write_text("")
+    (tmp_path / "go.sh").write_text("torchrun --nproc_per_node 8 src/train.py\n")
+    assert ShellLaunches().launchers_of(str(sub / "train.py")) == frozenset({"torchrun"})
