@@ -409,3 +409,23 @@ def test_a_random_port_in_a_function_nothing_calls_is_info() -> None:
         "LINT-MASTER-PORT-PER-RANK",
     )
     assert found == [(6, "info")]
+
+
+def test_ddp_device_ids_in_a_method_nothing_calls_is_info() -> None:
+    """Issue 17 (timm's distillation task): the wrapped module is built from a model the
+    caller hands in, already moved; a method nothing in the file calls proves nothing."""
+    source = """\
+import torch
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+class Task:
+    def __init__(self, student):
+        self.student = student
+        self.trainable = torch.nn.Linear(4, 4)
+
+    def prepare_distributed(self, device_ids):
+        self.trainable = DDP(self.trainable, device_ids=device_ids)
+"""
+    assert _codes(source, "LINT-DDP-DEVICE-IDS-CPU") == [(10, "info")]
+    model = "\nmodel = torch.nn.Linear(4, 4)\nDDP(model, device_ids=[0])\n"
+    assert _codes(source + model, "LINT-DDP-DEVICE-IDS-CPU") == [(10, "info"), (13, "error")]

@@ -416,7 +416,7 @@ _LINT: _Rows = (
     ),
     (
         "LINT-DDP-DEVICE-IDS-CPU",
-        "error|warning",
+        "error|warning|info",
         "DistributedDataParallel(device_ids=…) on a module still on the CPU",
     ),
     (
