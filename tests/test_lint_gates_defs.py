@@ -503,3 +503,17 @@ else:
     sys.exit("needs torch >= 1.6")
 """
     assert _found(text, "LINT-AMP-DEPRECATED") == [(8, "warning"), (10, "warning")]
+
+
+def test_an_optimizer_class_of_the_file_that_unscales_its_own_gradients_is_info() -> None:
+    text = (
+        "import torch\n"
+        "class ZeroOpt(torch.optim.Optimizer):\n"
+        "    _step_supports_amp_scaling = True\n"
+        "model = torch.nn.Linear(2, 2).cuda().half()\n"
+        "optimizer = ZeroOpt(model.parameters(), {})\n"
+        "scaler = torch.amp.GradScaler('cuda')\n" + _TRAIN
+    )
+    found = _only(text, "LINT-SCALER-FP16-PARAMS")
+    assert [(f.line, f.finding.severity) for f in found] == [(4, "info")]
+    assert "_step_supports_amp_scaling" in found[0].finding.message
