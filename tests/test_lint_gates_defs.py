@@ -564,3 +564,17 @@ def test_which_arm_current_torch_takes(test: str, expected: bool | None) -> None
     from gpudiag.lint.gates_version import holds_on_modern
 
     assert holds_on_modern(ast.parse(test, mode="eval").body) is expected
+
+
+def test_an_optimizer_class_of_the_file_that_unscales_its_own_gradients_is_info() -> None:
+    text = (
+        "import torch\n"
+        "class ZeroOpt(torch.optim.Optimizer):\n"
+        "    _step_supports_amp_scaling = True\n"
+        "model = torch.nn.Linear(2, 2).cuda().half()\n"
+        "optimizer = ZeroOpt(model.parameters(), {})\n"
+        "scaler = torch.amp.GradScaler('cuda')\n" + _TRAIN
+    )
+    found = _only(text, "LINT-SCALER-FP16-PARAMS")
+    assert [(f.line, f.finding.severity) for f in found] == [(4, "info")]
+    assert "_step_supports_amp_scaling" in found[0].finding.message

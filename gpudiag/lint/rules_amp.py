@@ -156,6 +156,11 @@ def _related(owners: str, key: str) -> bool:
     )
 
 
+def _own_scaling(facts: Facts) -> bool:
+    """The file writes an optimizer class that unscales its own gradients."""
+    return any("_step_supports_amp_scaling" in line for line in facts.source_lines)
+
+
 def _torch_optim(path: str) -> bool:
     return path.startswith("torch.optim.")
 
@@ -226,7 +231,7 @@ def _param_hits(facts: Facts, scalers: list[Event]) -> list[Hit]:
             "",
         )
         severity: Severity
-        if not torch_opt and not other and "" in stepped:
+        if not torch_opt and not other and "" in stepped and not _own_scaling(facts):
             # the scaler steps an optimizer made where lint cannot see: most are torch's
             severity, why = "warning", ""
         elif not torch_opt:
@@ -236,6 +241,11 @@ def _param_hits(facts: Facts, scalers: list[Event]) -> list[Hit]:
                     f" Its optimizer ({shown.text(other.rsplit('.', 1)[-1])}) is not "
                     "torch.optim's and may unscale its own gradients "
                     "(_step_supports_amp_scaling, as apex's fused optimizers do)."
+                )
+            elif "" in stepped:
+                why = (
+                    " The file defines an optimizer that unscales its own gradients "
+                    "(_step_supports_amp_scaling)."
                 )
             elif stepped:
                 why = " The optimizer the scaler steps holds other parameters (maybe frozen)."
