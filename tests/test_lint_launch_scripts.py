@@ -51,3 +51,10 @@ def test_launchers_are_read_from_the_folder_and_the_one_above(tmp_path: Path) ->
     (sub / "train.py").write_text("")
     (tmp_path / "go.sh").write_text("torchrun --nproc_per_node 8 src/train.py\n")
     assert ShellLaunches().launchers_of(str(sub / "train.py")) == frozenset({"torchrun"})
+
+
+def test_an_interpreter_torch_2_does_not_support_means_torch_1_x(tmp_path: Path) -> None:
+    """DeepSpeedExamples' bing_bert: `python3.6 -m torch.distributed.launch`: torch 1.x's
+    launcher passes --local_rank, so nothing is certain."""
+    sh = "python3.6 -m torch.distributed.launch --nproc_per_node=8 train.py\n"
+    assert _severity(tmp_path, sh) == ["info"]

@@ -27,6 +27,11 @@ _LAUNCHERS = (
     ("deepspeed", re.compile(r"(?:^|[\s;&|/])deepspeed(?=\s)")),
 )
 _PY = re.compile(r"([\w.\-/]+\.py)\b")
+#: an interpreter no torch 2.x supports (torch 2.0 needs Python >= 3.8): its launcher is
+#: torch 1.x's, which passes --local_rank (DeepSpeedExamples' bing_bert: python3.6 -m
+#: torch.distributed.launch)
+_OLD_PYTHON = re.compile(r"\bpython(?:2(?:\.\d+)?|3\.[0-7])\b")
+OLD_TORCH = "torch 1.x (an interpreter torch 2 does not support)"
 
 
 def _commands(text: str) -> list[str]:
@@ -54,6 +59,8 @@ def _read_folder(folder: str) -> dict[str, frozenset[str]]:
             launchers = {what for what, pattern in _LAUNCHERS if pattern.search(command)}
             if not launchers:
                 continue
+            if _OLD_PYTHON.search(command):
+                launchers.add(OLD_TORCH)
             for script in _PY.findall(command):
                 found.setdefault(os.path.basename(script), set()).update(launchers)
     return {k: frozenset(v) for k, v in found.items()}

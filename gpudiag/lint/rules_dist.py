@@ -14,6 +14,7 @@ import re
 from gpudiag.lint import shown
 from gpudiag.lint.codes import Hit, hit
 from gpudiag.lint.facts import Facts
+from gpudiag.lint.launch_scripts import OLD_TORCH
 from gpudiag.lint.rules_cpu import cpu_collective_rules as cpu_collective_rules
 from gpudiag.lint.rules_cpu import ddp_cpu_rules as ddp_cpu_rules
 from gpudiag.lint.rules_device import opaque_text
@@ -93,7 +94,7 @@ def local_rank_arg_rules(facts: Facts) -> list[Hit]:
     out: list[Hit] = []
     for ev in facts.of("local_rank_arg"):
         note = ""
-        torch_launched = facts.launched_by and "deepspeed" not in facts.launched_by
+        torch_launched = facts.launched_by and not facts.launched_by & {"deepspeed", OLD_TORCH}
         if torch_launched:
             # the project's own shell script starts it with torch's launcher: certain
             note = f" The project's shell script starts it with {sorted(facts.launched_by)[0]}."
