@@ -7,10 +7,11 @@ often do, in a ``run.sh`` beside the script (DeepSpeedExamples' compression/cifa
 ``python -m torch.distributed.launch … train.py --deepspeed``). Issue 17: a script that
 uses deepspeed but is launched by torch's launcher in its own shell script is certain.
 
-Read: the ``*.sh`` files in the script's folder and the folder above it (at most
-:data:`MAX_SCRIPTS` per folder, each at most :data:`MAX_BYTES`), once per folder per
-run. A command (continuation lines joined) that names a launcher and the script's file
-name counts. Nothing is run.
+Read: the ``*.sh`` files in the script's folder, the folder above it and the folders
+right below it (``bash_script/``; at most :data:`MAX_SCRIPTS` folders and scripts per
+folder, each at most :data:`MAX_BYTES`), once per folder per run. A command
+(continuation lines joined) that names a launcher and the script's file name counts.
+Nothing is run.
 """
 
 from __future__ import annotations
@@ -71,13 +72,31 @@ class ShellLaunches:
 
     def __init__(self) -> None:
         self._folders: dict[str, dict[str, frozenset[str]]] = {}
+        self._subs: dict[str, list[str]] = {}
+
+    def _subfolders(self, here: str) -> list[str]:
+        """The folders right below ``here`` (``bash_script/``, ``scripts/``), at most
+        :data:`MAX_SCRIPTS`."""
+        found = self._subs.get(here)
+        if found is None:
+            try:
+                with os.scandir(here) as entries:
+                    found = sorted(
+                        e.path
+                        for e in entries
+                        if e.is_dir(follow_symlinks=False) and not e.name.startswith(".")
+                    )[:MAX_SCRIPTS]
+            except OSError:
+                found = []
+            self._subs[here] = found
+        return found
 
     def launchers_of(self, file: str) -> frozenset[str]:
         """The launchers the project's shell scripts start ``file`` with (empty: none seen)."""
         here = os.path.dirname(os.path.realpath(file))
         name = os.path.basename(file)
         out: set[str] = set()
-        for folder in dict.fromkeys((here, os.path.dirname(here))):
+        for folder in dict.fromkeys((here, os.path.dirname(here), *self._subfolders(here))):
             table = self._folders.get(folder)
             if table is None:
                 table = self._folders[folder] = _read_folder(folder)
