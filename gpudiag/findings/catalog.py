@@ -411,7 +411,7 @@ _LINT: _Rows = (
     ),
     (
         "LINT-DEVICE-FROM-GLOBAL-RANK",
-        "warning",
+        "warning|info",
         "a GPU index taken from the global rank, not the local rank",
     ),
     (

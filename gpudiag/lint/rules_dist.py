@@ -32,6 +32,7 @@ def global_rank_rules(facts: Facts) -> list[Hit]:
     out: list[Hit] = []
     lines: set[int] = set()
     origins: set[int] = set()
+    single: str | None = None
     for ev in facts.of("device_use"):
         if ev.val is None or rank_kind(ev.val) != "global" or ev.line in lines:
             continue
@@ -44,17 +45,22 @@ def global_rank_rules(facts: Facts) -> list[Hit]:
         lines.add(ev.line)
         src = _rank_source(ev.val)
         from gpudiag.core.dataparallel import INVALID_ORDINAL  # imported on a hit only
+        from gpudiag.lint.single_node import single_node_reason
+
+        # ranks started on this host only: the global rank is the local one (info)
+        single = single if single is not None else (single_node_reason(facts) or "")
+        note = f" Here {single}, so it holds." if single else ""
 
         out.append(
             hit(
                 ev.line,
                 ev.col,
                 "LINT-DEVICE-FROM-GLOBAL-RANK",
-                "warning",
+                "info" if single else "warning",
                 f"The GPU index for {shown.text(ev.text('where'))} comes from the global rank "
                 f"({src}), "
                 "not the local rank: it is right on one node only; on the second node the "
-                "global rank is at least the number of GPUs per node.",
+                f"global rank is at least the number of GPUs per node.{note}",
                 "Use the rank within the node: local_rank = int(os.environ['LOCAL_RANK']) "
                 "(or rank % torch.cuda.device_count()), then torch.cuda.set_device(local_rank).",
                 INVALID_ORDINAL + " (on every node but the first)",

@@ -1,0 +1,80 @@
+"""Files whose ranks are single-node by construction.
+
+A global rank used as a CUDA ordinal (``LINT-DEVICE-FROM-GLOBAL-RANK``) breaks only
+where ranks span nodes. Two kinds of file start every rank on the local host, so the
+global rank is the local one there (issue 17: 4 of 6 wrong findings on the corpus):
+
+* a test class built on torch's multi-process harness: ``MultiProcessTestCase`` and
+  ``DistributedTestBase`` spawn ``world_size`` processes on this host
+  (torch 2.13, torch/testing/_internal/common_distributed.py, ``_spawn_processes``),
+  and project bases named after them (apex's ``NcclDistributedTestBase``);
+* a file that launches its ranks itself with ``torchrun --nproc_per_node=…`` (or
+  ``torch.distributed.run``/``launch``) and no ``--nnodes``: one node (torch 2.13,
+  torch/distributed/run.py: ``--nnodes`` defaults to ``1:1``).
+
+Read from the syntax tree only (class bases; list and tuple literals), once per file
+and only when a rule has a candidate finding.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from gpudiag.lint.facts import Facts
+
+_HARNESS = ("MultiProcessTestCase", "DistributedTestBase")
+_LAUNCH = frozenset({"torchrun", "torch.distributed.run", "torch.distributed.launch"})
+
+
+def _text(node: ast.AST) -> str | None:
+    """A string literal, or the leading literal part of an f-string."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr) and node.values:
+        first = node.values[0]
+        if isinstance(first, ast.Constant) and isinstance(first.value, str):
+            return first.value
+    return None
+
+
+def _base_name(node: ast.expr) -> str:
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return node.id if isinstance(node, ast.Name) else ""
+
+
+def _launches_one_node(items: list[ast.expr]) -> bool:
+    texts = [t for t in map(_text, items) if t is not None]
+    if not any(t in _LAUNCH or t.endswith("/torchrun") for t in texts):
+        return False
+    if not any(t.startswith(("--nproc_per_node", "--nproc-per-node")) for t in texts):
+        return False
+    return not any(
+        t.startswith("--nnodes") and t.split("=", 1)[-1] not in ("1", "1:1") for t in texts
+    )
+
+
+def single_node_reason(facts: Facts) -> str | None:
+    """Why every rank of this file runs on one host, or None."""
+    cached = facts.cache.get("single_node")
+    if cached is not None:
+        return str(cached) or None
+    reason = ""
+    if facts.tree is not None:
+        for node in ast.walk(facts.tree):
+            if isinstance(node, ast.ClassDef) and any(
+                _base_name(b).endswith(_HARNESS) for b in node.bases
+            ):
+                reason = (
+                    f"{node.name} (line {node.lineno}) is a multi-process test harness: "
+                    "it starts every rank on this host"
+                )
+                break
+            if isinstance(node, (ast.List, ast.Tuple)) and _launches_one_node(node.elts):
+                reason = (
+                    f"the file launches its ranks itself with torchrun on one node "
+                    f"(line {node.lineno}, no --nnodes)"
+                )
+                break
+    facts.cache["single_node"] = reason
+    return reason or None

@@ -1,0 +1,54 @@
+"""Issue 17: a global rank used as a CUDA ordinal is info where every rank runs on this
+host by construction (gpudiag/lint/single_node.py); own minimal reproductions of apex's
+NcclDistributedTestBase tests and accelerate's tests that launch torchrun themselves."""
+
+from __future__ import annotations
+
+from gpudiag.lint import lint_source
+
+BODY = """\
+import torch
+import torch.distributed as dist
+
+def make_model():
+    rank = dist.get_rank()
+    return torch.nn.parallel.DistributedDataParallel(
+        torch.nn.Linear(2, 2).cuda(rank), device_ids=[rank]
+    )
+"""
+
+
+def _severities(text: str) -> list[str]:
+    return [
+        f.finding.severity
+        for f in lint_source(text)
+        if f.finding.code == "LINT-DEVICE-FROM-GLOBAL-RANK"
+    ]
+
+
+def test_outside_a_harness_it_is_a_warning() -> None:
+    assert set(_severities(BODY)) == {"warning"}
+
+
+def test_a_multi_process_test_case_makes_it_info() -> None:
+    text = BODY + (
+        "\nfrom harness import NcclDistributedTestBase\n\n"
+        "class TestModel(NcclDistributedTestBase):\n"
+        "    def test_it(self):\n"
+        "        make_model()\n"
+    )
+    found = [f for f in lint_source(text) if f.finding.code == "LINT-DEVICE-FROM-GLOBAL-RANK"]
+    assert found and {f.finding.severity for f in found} == {"info"}
+    assert "multi-process test harness" in found[0].finding.message
+
+
+def test_a_file_that_launches_itself_on_one_node_makes_it_info() -> None:
+    launch = (
+        "\nimport subprocess\n\n"
+        "def test_launch():\n"
+        '    subprocess.run(["torchrun", f"--nproc_per_node={torch.cuda.device_count()}",'
+        " __file__], check=True, timeout=600)\n"
+    )
+    assert set(_severities(BODY + launch)) == {"info"}
+    nodes = launch.replace("__file__]", '"--nnodes=2", __file__]')
+    assert set(_severities(BODY + nodes)) == {"warning"}
