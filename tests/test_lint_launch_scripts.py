@@ -61,7 +61,7 @@ def test_an_interpreter_torch_2_does_not_support_means_torch_1_x(tmp_path: Path)
 
 
 def test_a_script_folder_s_subfolders_are_read(tmp_path: Path) -> None:
-    (tmp_path / "bash_script").mkdir()
-    sh = "python -m torch.distributed.launch --nproc_per_node=2 ../train.py --deepspeed\n"
-    (tmp_path / "bash_script" / "run.sh").write_text(sh)
+    (tmp_path / "bash_script" / "ZeroQuant").mkdir(parents=True)
+    sh = "python -m torch.distributed.launch --nproc_per_node=2 ../../train.py --deepspeed\n"
+    (tmp_path / "bash_script" / "ZeroQuant" / "run.sh").write_text(sh)
     assert _severity(tmp_path, None) == ["warning"]

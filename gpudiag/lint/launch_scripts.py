@@ -8,10 +8,10 @@ often do, in a ``run.sh`` beside the script (DeepSpeedExamples' compression/cifa
 uses deepspeed but is launched by torch's launcher in its own shell script is certain.
 
 Read: the ``*.sh`` files in the script's folder, the folder above it and the folders
-right below it (``bash_script/``; at most :data:`MAX_SCRIPTS` folders and scripts per
-folder, each at most :data:`MAX_BYTES`), once per folder per run. A command
-(continuation lines joined) that names a launcher and the script's file name counts.
-Nothing is run.
+one or two levels below it (``bash_script/ZeroQuant/``; at most :data:`MAX_SCRIPTS`
+folders and scripts per folder, each at most :data:`MAX_BYTES`), once per folder per
+run. A command (continuation lines joined) that names a launcher and the script's file
+name counts. Nothing is run.
 """
 
 from __future__ import annotations
@@ -74,9 +74,8 @@ class ShellLaunches:
         self._folders: dict[str, dict[str, frozenset[str]]] = {}
         self._subs: dict[str, list[str]] = {}
 
-    def _subfolders(self, here: str) -> list[str]:
-        """The folders right below ``here`` (``bash_script/``, ``scripts/``), at most
-        :data:`MAX_SCRIPTS`."""
+    def _below(self, here: str) -> list[str]:
+        """The folders right below ``here``, at most :data:`MAX_SCRIPTS`."""
         found = self._subs.get(here)
         if found is None:
             try:
@@ -90,6 +89,13 @@ class ShellLaunches:
                 found = []
             self._subs[here] = found
         return found
+
+    def _subfolders(self, here: str) -> list[str]:
+        """The folders one and two levels below ``here`` (``bash_script/``,
+        ``bash_script/ZeroQuant/``), at most :data:`MAX_SCRIPTS` in all."""
+        first = self._below(here)
+        second = [sub for folder in first for sub in self._below(folder)]
+        return [*first, *second][:MAX_SCRIPTS]
 
     def launchers_of(self, file: str) -> frozenset[str]:
         """The launchers the project's shell scripts start ``file`` with (empty: none seen)."""
