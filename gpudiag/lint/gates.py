@@ -23,8 +23,8 @@ import re
 from collections.abc import Iterable
 
 from gpudiag.lint.codes import Hit
-from gpudiag.lint.gates_version import holds_on_modern
-from gpudiag.lint.syntax import dotted_name, inner_blocks
+from gpudiag.lint.gates_version import holds_on_modern, is_torch_version_attr
+from gpudiag.lint.syntax import dotted_name, ident, inner_blocks
 
 GATE_NOTE = "(under a torch-version gate)"
 FALLBACK_NOTE = "(in an except fallback)"
@@ -48,14 +48,6 @@ _MAX_ROUNDS = 3
 _Pos = tuple[int, int]
 
 
-def _ident(node: ast.AST) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        return node.attr
-    return None
-
-
 def _nodes(root: ast.AST, limit: int = _MAX_TEST_NODES) -> Iterable[ast.AST]:
     """``ast.walk``'s nodes, at most ``limit`` of them (iterative)."""
     todo = [root]
@@ -70,12 +62,10 @@ def _nodes(root: ast.AST, limit: int = _MAX_TEST_NODES) -> Iterable[ast.AST]:
 def is_gate(expr: ast.AST, derived: set[str] | frozenset[str] = frozenset()) -> bool:
     """Whether an expression reads the torch version (or a name ``derived`` from it)."""
     for node in _nodes(expr):
-        if isinstance(node, ast.Attribute) and node.attr == "__version__":
-            base = dotted_name(node.value)
-            if base is not None and "torch" in base.split(".")[0].lower():
-                return True  # torch.__version__, torch.version.__version__
-        ident = _ident(node)
-        if ident is not None and (ident in derived or _GATE_IDENT.search(ident)):
+        if is_torch_version_attr(node):
+            return True  # torch.__version__, torch.version.__version__
+        name = ident(node)
+        if name is not None and (name in derived or _GATE_IDENT.search(name)):
             return True
         if (
             isinstance(node, ast.Call)
@@ -93,7 +83,7 @@ def is_gate(expr: ast.AST, derived: set[str] | frozenset[str] = frozenset()) -> 
 def _caught(handler: ast.ExceptHandler) -> set[str]:
     kinds = handler.type
     elts = kinds.elts if isinstance(kinds, ast.Tuple) else [kinds] if kinds else []
-    return {name for e in elts if (name := _ident(e)) is not None}
+    return {name for e in elts if (name := ident(e)) is not None}
 
 
 def _probes(body: list[ast.stmt]) -> bool:
@@ -282,7 +272,7 @@ def _survey(
         return
     elif isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
         targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-        names = [n for t in targets if (n := _ident(t)) is not None]
+        names = [n for t in targets if (n := ident(t)) is not None]
         if names:
             assigned.append((names, stmt.value, stmt.value.lineno))
     elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):

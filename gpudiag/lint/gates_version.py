@@ -19,6 +19,8 @@ from __future__ import annotations
 import ast
 import re
 
+from gpudiag.lint.syntax import dotted_name, ident
+
 #: the oldest torch the rules predict for: every rule's message is about torch >= 2.4
 MODERN = (2, 4)
 
@@ -53,12 +55,20 @@ def _literal(node: ast.AST) -> tuple[int, int] | None:
     return None
 
 
+def is_torch_version_attr(node: ast.AST) -> bool:
+    """``X.__version__`` with ``X`` a torch name (``torch.version.__version__`` too)."""
+    if not (isinstance(node, ast.Attribute) and node.attr == "__version__"):
+        return False
+    base = dotted_name(node.value)
+    return base is not None and "torch" in base.split(".")[0].lower()
+
+
 def _is_torch_version(node: ast.AST) -> bool:
     """The torch version itself, parsed or not (not a slice of it: ``[:3]`` compares text)."""
     if isinstance(node, ast.Call) and len(node.args) == 1:
         node = node.args[0]
-    if isinstance(node, ast.Attribute) and node.attr == "__version__":
-        return "torch" in ast.unparse(node.value).lower()
+    if is_torch_version_attr(node):
+        return True
     if isinstance(node, ast.Name):
         return node.id.lower() in {"torch_version", "_torch_version", "torch_ver"}
     return False
@@ -91,9 +101,7 @@ def holds_on_modern(test: ast.AST) -> bool | None:
             return None
         bound = _literal(right)
         return None if bound is None else _holds_on_modern(op, bound)
-    name = test.id if isinstance(test, ast.Name) else None
-    if isinstance(test, ast.Attribute):
-        name = test.attr
+    name = ident(test)
     if isinstance(test, ast.Call):
         func = test.func
         called = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)

@@ -97,12 +97,12 @@ def local_rank_arg_rules(facts: Facts) -> list[Hit]:
         if not e.data.get("indirect")
         and _RANK_SETUP.search(e.text("what").rsplit(".", 1)[-1].removesuffix("()"))
     ]
+    # the project's own shell script starts it with torch's launcher only: certain
+    torch_launched = bool(facts.launched_by) and not facts.launched_by & {"deepspeed", OLD_TORCH}
     out: list[Hit] = []
     for ev in facts.of("local_rank_arg"):
         note = ""
-        torch_launched = facts.launched_by and not facts.launched_by & {"deepspeed", OLD_TORCH}
         if torch_launched:
-            # the project's own shell script starts it with torch's launcher: certain
             note = f" The project's shell script starts it with {sorted(facts.launched_by)[0]}."
         elif facts.frameworks:
             framework = sorted(facts.frameworks)[0]

@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 
 from gpudiag.lint.facts import Facts
+from gpudiag.lint.syntax import ident
 
 _HARNESS = ("MultiProcessTestCase", "DistributedTestBase")
 _LAUNCH = frozenset({"torchrun", "torch.distributed.run", "torch.distributed.launch"})
@@ -35,12 +36,6 @@ def _text(node: ast.AST) -> str | None:
         if isinstance(first, ast.Constant) and isinstance(first.value, str):
             return first.value
     return None
-
-
-def _base_name(node: ast.expr) -> str:
-    if isinstance(node, ast.Attribute):
-        return node.attr
-    return node.id if isinstance(node, ast.Name) else ""
 
 
 def _launches_one_node(items: list[ast.expr]) -> bool:
@@ -63,7 +58,7 @@ def single_node_reason(facts: Facts) -> str | None:
     if facts.tree is not None:
         for node in ast.walk(facts.tree):
             if isinstance(node, ast.ClassDef) and any(
-                _base_name(b).endswith(_HARNESS) for b in node.bases
+                (ident(b) or "").endswith(_HARNESS) for b in node.bases
             ):
                 reason = (
                     f"{node.name} (line {node.lineno}) is a multi-process test harness: "

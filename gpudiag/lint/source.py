@@ -333,7 +333,8 @@ def _lint_text(
     lines = text.splitlines()
     try:
         facts = analyse(tree, lines, project, file)
-        if project is not None and file is not None:
+        if project is not None and file is not None and facts.of("local_rank_arg"):
+            # only LINT-LOCAL-RANK-ARG reads it: no folder listing for the other files
             facts.launched_by = project.launches.launchers_of(file)
         found = place(path, rules(facts), text)
     except RecursionError as exc:

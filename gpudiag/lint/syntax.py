@@ -97,6 +97,15 @@ def dotted_key(node: ast.AST | None) -> str | None:
 dotted_name = dotted_key
 
 
+def ident(node: ast.AST) -> str | None:
+    """The last name of ``x`` or ``a.b.x`` (None for anything else)."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
+
+
 def dotted_prefixes(key: str) -> list[str]:
     """``a.b.c`` -> ``a``, ``a.b``: the names a dotted name lies below."""
     out: list[str] = []
