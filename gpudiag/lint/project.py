@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import ast
 import os
-import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from gpudiag.lint import summary as S
 from gpudiag.lint.launch_scripts import ShellLaunches
+from gpudiag.lint.modules import KNOWN as _KNOWN
+from gpudiag.lint.modules import ModuleFinder
 from gpudiag.lint.summary import ClassInfo, Def, ModuleSummary
 
 #: How many modules a name may be re-exported through (``from .core import f`` in an
@@ -37,7 +38,6 @@ MAX_HOPS = 8
 MAX_CALL_DEPTH = 10
 #: The largest module read for its summary (lint's own per-file limit).
 MAX_MODULE_BYTES = 4 * 1024 * 1024
-_KNOWN = frozenset(sys.stdlib_module_names) | {"torch", "torchvision", "torchaudio", "__future__"}
 
 
 @dataclass(frozen=True)
@@ -62,16 +62,15 @@ UNRESOLVED = _Unresolved()
 Resolution = Sym | _Unresolved | None
 
 
-class Project:
+class Project(ModuleFinder):
     """One lint run's view of the project(s): module lookup and summaries, each cached."""
 
     def __init__(self, roots: Iterable[str] = ()) -> None:
-        self.roots = tuple(dict.fromkeys(os.path.realpath(r) for r in roots))
+        super().__init__(roots)
         self._summaries: dict[str, ModuleSummary | None] = {}
-        self._dirs: dict[str, tuple[str, ...]] = {}
-        self._found: dict[tuple[tuple[str, ...], str], tuple[str, int] | None] = {}
         self._resolved: dict[tuple[str, str], Resolution] = {}
         self._caps: dict[Sym, frozenset[str]] = {}
+        self._class_caps: dict[Sym, frozenset[str]] = {}
         self._backends: dict[Sym, frozenset[str | None]] = {}
         self._active: set[Sym] = set()
         self.launches = ShellLaunches()  # how its shell scripts launch a file
@@ -79,47 +78,6 @@ class Project:
         self.modules_read = 0
 
     # ------------------------------------------------------------------ finding modules
-
-    def search_dirs(self, file: str) -> tuple[str, ...]:
-        """Where an absolute import from ``file`` is looked for, first match wins: the
-        file's folder, the folders above it up to the lint root that holds it, the roots;
-        for a file outside every root, the folder above the package it is part of
-        (``python -m pkg.train``). Nothing above a root: a module there is unresolved."""
-        here = os.path.dirname(os.path.realpath(file))
-        found = self._dirs.get(here)
-        if found is not None:
-            return found
-        dirs = [here]
-        inside = [r for r in self.roots if here == r or here.startswith(r.rstrip(os.sep) + os.sep)]
-        top = max(inside, key=len) if inside else None
-        up = here
-        while top is not None and up != top and os.path.dirname(up) != up:
-            up = os.path.dirname(up)
-            dirs.append(up)
-        dirs.extend(self.roots)
-        if top is None:
-            # a file given alone: the folder above the package it is part of
-            up = here
-            while os.path.isfile(os.path.join(up, "__init__.py")) and os.path.dirname(up) != up:
-                up = os.path.dirname(up)
-            dirs.append(up)
-        result = tuple(dict.fromkeys(dirs))
-        self._dirs[here] = result
-        return result
-
-    def _locate(self, dirs: tuple[str, ...], parts: list[str]) -> tuple[str, int] | None:
-        """The module file the longest prefix of ``parts`` names, and how many parts it
-        took; None when the first part is no module or package in any of ``dirs``."""
-        key = (dirs, ".".join(parts))
-        if key in self._found:
-            return self._found[key]
-        result = None
-        for base in dirs:
-            result = _descend(base, parts)
-            if result is not None:
-                break
-        self._found[key] = result
-        return result
 
     def resolve(self, file: str, dotted: str, hops: int = 0) -> Resolution:
         """What ``dotted`` (as the code of ``file`` imports it) names in the project."""
@@ -137,10 +95,7 @@ class Project:
         level = len(dotted) - len(dotted.lstrip("."))
         parts = dotted[level:].split(".") if dotted[level:] else []
         if level:
-            base = os.path.dirname(os.path.realpath(file))
-            for _ in range(level - 1):
-                base = os.path.dirname(base)
-            found = _descend(base, parts, package=True)
+            found = self._relative(file, level, parts)
         else:
             top = parts[0]
             if top in _KNOWN or top in S.INERT_PACKAGES:
@@ -180,10 +135,7 @@ class Project:
         level = len(dotted) - len(dotted.lstrip("."))
         parts = dotted[level:].split(".") if dotted[level:] else []
         if level:
-            base = os.path.dirname(os.path.realpath(file))
-            for _ in range(level - 1):
-                base = os.path.dirname(base)
-            found = _descend(base, parts, package=True)
+            found = self._relative(file, level, parts)
         elif parts and parts[0] not in _KNOWN and parts[0] not in S.INERT_PACKAGES:
             found = self._locate(self.search_dirs(file), parts)
         else:
@@ -192,13 +144,6 @@ class Project:
             return frozenset()
         summary = self.summary(found[0])
         return frozenset(summary.top.caps) if summary is not None else frozenset()
-
-    def is_module(self, file: str, dotted: str) -> bool:
-        """Whether ``dotted`` (absolute) names a module or package of the project."""
-        parts = dotted.split(".")
-        if not parts[0] or parts[0] in _KNOWN:
-            return False
-        return self._locate(self.search_dirs(file), parts) is not None
 
     def summary(self, module: str) -> ModuleSummary | None:
         """The module's summary, read once per run (None: unreadable, not Python)."""
@@ -216,7 +161,7 @@ class Project:
         except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
             return None
         self.modules_read += 1
-        result = S.summarise(tree, module)
+        result = S.summarise(tree, module, data)
         self._summaries[module] = result
         return result
 
@@ -321,7 +266,7 @@ class Project:
             backends = set(fn.backends)
             cls = Sym(sym.path, "class", sym.name.split(".")[0]) if sym.kind == "method" else None
             for text in dict.fromkeys(fn.calls):
-                target = self._callee(sym.path, cls, text)
+                target = self._callee(sym.path, cls, text, fn.local_aliases)
                 if isinstance(target, Sym):
                     caps |= self.caps(target, depth + 1)
                     backends |= self.backends(target)
@@ -339,9 +284,13 @@ class Project:
         """What any method of a project class or of its project bases does: a test class
         deriving from it may run any of them before its tests (a base's ``setUp``, or the
         ``_run`` of torch's MultiProcessTestCase that starts each test's process)."""
+        cached = self._class_caps.get(cls)
+        if cached is not None:
+            return cached
         info = self._class(cls)
         if info is None or depth > MAX_HOPS:
             return frozenset()
+        self._class_caps[cls] = frozenset()  # a class that derives from itself ends here
         found: set[str] = set()
         for name in info.methods:
             found |= self.caps(Sym(cls.path, "method", f"{cls.name}.{name}"))
@@ -350,7 +299,8 @@ class Project:
                 found |= self.class_caps(base, depth + 1)
             elif base is UNRESOLVED:
                 found.add(S.OPAQUE_SETUP)
-        return frozenset(found)
+        self._class_caps[cls] = frozenset(found)
+        return self._class_caps[cls]
 
     def backends(self, sym: Sym) -> frozenset[str | None]:
         """The backends ``sym``'s init_process_group calls name (after :meth:`caps`)."""
@@ -359,42 +309,20 @@ class Project:
             return self.backends(init) if init is not None else frozenset()
         return self._backends.get(sym, frozenset())
 
-    def _callee(self, module: str, cls: Sym | None, text: str) -> Resolution:
-        head, _, meth = text.partition(".")
+    def _callee(self, module: str, cls: Sym | None, text: str, local: S.Names) -> Resolution:
+        head, dot, meth = text.partition(".")
         if head in ("self", "cls") and cls is not None:
             return self.method(cls, meth) if meth and "." not in meth else None
         if head == "super" and cls is not None:
             for base in self.bases(cls):
                 if isinstance(base, Sym) and base.kind == "class":
-                    found = self.method(base, meth)
-                    if found is not None:
-                        return found
+                    method = self.method(base, meth)
+                    if method is not None:
+                        return method
                 elif base is UNRESOLVED:
                     return UNRESOLVED
             return None
-        return self.name_in(module, text)
-
-
-def _descend(base: str, parts: list[str], *, package: bool = False) -> tuple[str, int] | None:
-    """The module file under ``base`` that the longest prefix of ``parts`` names.
-
-    ``package``: ``base`` is itself a package (a relative import), so an empty prefix
-    names its ``__init__.py``."""
-    cur = base
-    last: tuple[str, int] | None = None
-    if package:
-        init = os.path.join(base, "__init__.py")
-        last = (init, 0) if os.path.isfile(init) else None
-    for i, part in enumerate(parts):
-        if not part.isidentifier():
-            break
-        sub = os.path.join(cur, part)
-        if os.path.isfile(sub + ".py"):
-            return (sub + ".py", i + 1)
-        if not os.path.isdir(sub):
-            break
-        init = os.path.join(sub, "__init__.py")
-        if os.path.isfile(init):
-            last = (init, i + 1)
-        cur = sub
-    return last
+        found = self.name_in(module, text)
+        if found is None and head in local:  # imported in the function: `from .d import f`
+            return self.resolve(module, local[head] + dot + meth)
+        return found

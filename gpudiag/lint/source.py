@@ -25,6 +25,7 @@ from gpudiag.lint.codes import CODES, Hit, LintFinding, hit
 from gpudiag.lint.facts import Facts
 from gpudiag.lint.linked import LinkedWalker
 from gpudiag.lint.project import Project
+from gpudiag.lint.relevance import might_find, quiet
 from gpudiag.lint.rules_amp import deprecated_rules, scaler_rules
 from gpudiag.lint.rules_device import physical_id_rules, set_device_rules
 from gpudiag.lint.rules_dist import (
@@ -332,7 +333,7 @@ def _lint_text(
         return [parse_error(path, exc)], None
     lines = text.splitlines()
     try:
-        facts = analyse(tree, lines, project, file)
+        facts = analyse(tree, lines, project, file) if might_find(text) else quiet(tree, lines)
         if project is not None and file is not None and facts.of("local_rank_arg"):
             # only LINT-LOCAL-RANK-ARG reads it: no folder listing for the other files
             facts.launched_by = project.launches.launchers_of(file)

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 
 from gpudiag.lint import names as N
-from gpudiag.lint.syntax import dotted_key
+from gpudiag.lint.syntax import dotted_key, inner_blocks
 from gpudiag.lint.values import GLOBAL_RANK_VARS, LOCAL_RANK_VARS
 
 #: What a function can do that the rules ask about.
@@ -44,15 +44,137 @@ _LOCAL_VARS = frozenset(LOCAL_RANK_VARS)
 _RANK_VARS = frozenset(GLOBAL_RANK_VARS)
 
 
-@dataclass
-class Def:
-    """One function or method: what it does itself, and the calls it makes, as written
-    (``f``, ``mod.f``, ``self.m``, ``cls.m``, ``super.m``, ``Cls.m``)."""
+#: dotted path of each name imported
+Names = dict[str, str]
 
-    caps: set[str] = field(default_factory=set)
-    calls: list[str] = field(default_factory=list)
-    #: the literal backends its init_process_group calls name (None: not a literal)
-    backends: set[str | None] = field(default_factory=set)
+
+class Def:
+    """One function or method (or a module's own code): what it does itself, and the
+    calls it makes, as written (``f``, ``mod.f``, ``self.m``, ``cls.m``, ``super.m``,
+    ``Cls.m``). Read when first asked, from its own lines parsed again: a module is read
+    for the one name a linted file calls, most of its functions are never asked about,
+    and keeping their syntax trees would keep every module read in memory (issue 17:
+    lint's time and memory)."""
+
+    __slots__ = ("_aliases", "_backends", "_calls", "_caps", "_local", "_where")
+
+    def __init__(self, where: _Where | None = None, aliases: Names | None = None) -> None:
+        #: where its code is (None: read already, or nothing to read)
+        self._where = where
+        self._aliases = aliases if aliases is not None else {}
+        self._caps: set[str] = set()
+        self._calls: list[str] = []
+        self._backends: set[str | None] = set()
+        self._local: Names = {}
+
+    @property
+    def caps(self) -> set[str]:
+        self._read()
+        return self._caps
+
+    @property
+    def calls(self) -> list[str]:
+        self._read()
+        return self._calls
+
+    @property
+    def backends(self) -> set[str | None]:
+        """The literal backends its init_process_group calls name (None: not a literal)."""
+        self._read()
+        return self._backends
+
+    @property
+    def local_aliases(self) -> Names:
+        """The names imported inside it (``from .dist import init_dist`` in a function)."""
+        self._read()
+        return self._local
+
+    def _read(self) -> None:
+        where, self._where = self._where, None
+        if where is None:
+            return
+        top = where.first == 0
+        roots = where.roots()
+        aliases = _Aliases(self._aliases, self._local)
+        skip: set[int] = set()  # constants that name a variable written, not read
+        scoped: set[int] = set()  # `with torch.cuda.device(i):` calls: the device is restored
+        stack = list(reversed(roots))
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                for name, target in import_aliases(node):
+                    if name != "*":
+                        self._local.setdefault(name, target)
+                continue
+            if top and (
+                _main_guard(node)
+                or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            ):
+                continue  # the script's own run; the module's functions and classes
+            _direct(node, self, aliases, skip, scoped)
+            stack.extend(ast.iter_child_nodes(node))
+
+
+class _Where:
+    """A function's lines in its module (``first`` 0: the module's own code)."""
+
+    __slots__ = ("col", "def_line", "first", "last", "lines")
+
+    def __init__(self, lines: list[bytes], node: ast.AST | None = None) -> None:
+        self.lines = lines
+        self.first = self.last = self.def_line = self.col = 0
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            self.def_line = node.lineno
+            self.first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            self.last = node.end_lineno or node.lineno
+            self.col = node.col_offset
+
+    def roots(self) -> list[ast.AST]:
+        if self.first == 0:
+            return list(_parse(self.lines).body)
+        segment = b"\n".join(self.lines[self.first - 1 : self.last])
+        try:
+            # an indented method parses inside a block of any deeper indentation
+            tree = ast.parse(b"if 1:\n" + segment if self.col else segment)
+            node: ast.AST = tree.body[0]
+            if isinstance(node, ast.If):
+                node = node.body[0]
+        except (SyntaxError, ValueError, RecursionError, MemoryError, IndexError):
+            # its bytes alone are not Python (a `# coding:` line above it): the module's
+            tree = _parse(self.lines)
+            node = next(
+                (
+                    n
+                    for n in ast.walk(tree)
+                    if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                    and n.lineno == self.def_line
+                ),
+                tree,
+            )
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return []
+        return list(ast.iter_child_nodes(node))
+
+
+def _parse(lines: list[bytes]) -> ast.Module:
+    try:
+        return ast.parse(b"\n".join(lines))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return ast.Module(body=[], type_ignores=[])
+
+
+class _Aliases:
+    """A module's imports, then a function's own (the module's first: setdefault)."""
+
+    __slots__ = ("local", "module")
+
+    def __init__(self, module: dict[str, str], local: dict[str, str]) -> None:
+        self.module = module
+        self.local = local
+
+    def get(self, name: str) -> str | None:
+        found = self.module.get(name)
+        return found if found is not None else self.local.get(name)
 
 
 @dataclass
@@ -97,45 +219,43 @@ def import_aliases(stmt: ast.Import | ast.ImportFrom) -> list[tuple[str, str]]:
     return out
 
 
-def summarise(tree: ast.Module, path: str) -> ModuleSummary:
-    """One pass over the module: every node is visited once (iteratively: no recursion)."""
+def summarise(tree: ast.Module, path: str, source: bytes = b"") -> ModuleSummary:
+    """The module's imports, functions, classes and methods, found by walking its
+    statements (iteratively: no recursion); what each function does is read when first
+    asked, from ``source`` (:class:`Def`)."""
     out = ModuleSummary(path)
-    skip: set[int] = set()  # constants that name a variable written, not read
-    scoped: set[int] = set()  # `with torch.cuda.device(i):` calls: the device is restored
-    # (node, the Def its code belongs to (out.top at module level; None in a class body),
-    # its class or None)
-    top = out.top
-    stack: list[tuple[ast.AST, Def | None, ClassInfo | None]] = [
-        (node, top, None) for node in reversed(tree.body)
+    # the lines as the parser numbers them (\r\n, \r and \n end a line)
+    lines = source.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+    out.top = Def(_Where(lines), out.aliases)
+    # (statement, at module level, its class or None); a function's body is not entered
+    stack: list[tuple[ast.stmt, bool, ClassInfo | None]] = [
+        (node, True, None) for node in reversed(tree.body)
     ]
     while stack:
-        node, owner, cls = stack.pop()
-        if owner is top and _main_guard(node):
+        node, at_top, cls = stack.pop()
+        if at_top and _main_guard(node):
             continue  # runs when the module is the script, not when it is imported
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
-            owner is None or owner is top
-        ):
-            owner = Def()
-            if cls is not None:
-                cls.methods.setdefault(node.name, owner)
-            else:
-                out.funcs.setdefault(node.name, owner)
-            cls = None
-        elif isinstance(node, ast.ClassDef) and owner is top:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            table = cls.methods if cls is not None else out.funcs
+            if node.name not in table:  # the first definition of a name (as before)
+                # decorators and defaults are the function's code too, as before
+                table[node.name] = Def(_Where(lines, node), out.aliases)
+            continue
+        if isinstance(node, ast.ClassDef) and at_top:
             info = ClassInfo(bases=[t for t in map(dotted_key, node.bases) if t is not None])
             out.classes.setdefault(node.name, info)
-            stack.extend((sub, None, info) for sub in reversed(node.body))
+            stack.extend((sub, False, info) for sub in reversed(node.body))
             continue
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
             for name, target in import_aliases(node):
                 if name == "*":
                     out.stars.append(target)
                 else:
                     out.aliases.setdefault(name, target)
-        elif owner is not None:
-            _direct(node, owner, out.aliases, skip, scoped)
-        for child in ast.iter_child_nodes(node):
-            stack.append((child, owner, cls))
+            continue
+        # a class inside a class: its methods are the outer class's, as before
+        inner = [(sub, at_top, cls) for block in inner_blocks(node) for sub in block]
+        stack.extend(reversed(inner))
     return out
 
 
@@ -149,7 +269,7 @@ def _main_guard(node: ast.AST) -> bool:
     )
 
 
-def _resolved(aliases: dict[str, str], text: str) -> str:
+def _resolved(aliases: _Aliases, text: str) -> str:
     first, dot, rest = text.partition(".")
     base = aliases.get(first)
     if base is None:
@@ -157,9 +277,7 @@ def _resolved(aliases: dict[str, str], text: str) -> str:
     return f"{base}{dot}{rest}"
 
 
-def _direct(
-    node: ast.AST, owner: Def, aliases: dict[str, str], skip: set[int], scoped: set[int]
-) -> None:
+def _direct(node: ast.AST, owner: Def, aliases: _Aliases, skip: set[int], scoped: set[int]) -> None:
     """What one node of a function does by itself."""
     if isinstance(node, ast.Call):
         _call(node, owner, aliases, scoped)
@@ -172,49 +290,49 @@ def _direct(
             and node.slice.value == "CUDA_VISIBLE_DEVICES"
             and _resolved(aliases, dotted_key(node.value) or "") == "os.environ"
         ):
-            owner.caps.add(SET_DEVICE)  # a mask set here: quiet, as _per_rank_mask is
+            owner._caps.add(SET_DEVICE)  # a mask set here: quiet, as _per_rank_mask is
     elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
         if node.value in _LOCAL_VARS:
-            owner.caps.add(LOCAL_RANK_ENV)
+            owner._caps.add(LOCAL_RANK_ENV)
         elif node.value in _RANK_VARS:
-            owner.caps.add(RANK_ENV)
+            owner._caps.add(RANK_ENV)
 
 
-def _call(node: ast.Call, owner: Def, aliases: dict[str, str], scoped: set[int]) -> None:
+def _call(node: ast.Call, owner: Def, aliases: _Aliases, scoped: set[int]) -> None:
     func = node.func
     if isinstance(func, ast.Attribute):
         if func.attr == "set_epoch":
-            owner.caps.add(SET_EPOCH)
+            owner._caps.add(SET_EPOCH)
         elif func.attr == "set_device":  # get_accelerator().set_device(…): DeepSpeed's
-            owner.caps.add(SET_DEVICE)
+            owner._caps.add(SET_DEVICE)
         elif func.attr == "add_argument" and any(
             isinstance(a, ast.Constant) and a.value in ("--local_rank", "--local-rank")
             for a in node.args
         ):
-            owner.caps.add(LOCAL_RANK_OPTION)
+            owner._caps.add(LOCAL_RANK_OPTION)
         if (
             isinstance(func.value, ast.Call)
             and isinstance(func.value.func, ast.Name)
             and func.value.func.id == "super"
         ):
-            owner.calls.append(f"super.{func.attr}")
+            owner._calls.append(f"super.{func.attr}")
             return
     text = dotted_key(func)
     if text is None:
         return
-    owner.calls.append(text)
+    owner._calls.append(text)
     path = _resolved(aliases, text)
     if path in _SET_DEVICE and id(node) not in scoped:
-        owner.caps.add(SET_DEVICE)
+        owner._caps.add(SET_DEVICE)
     elif path in N.INIT_PROCESS_GROUP or path in _DEEPSPEED_INIT:
-        owner.caps.add(INIT_PG)
+        owner._caps.add(INIT_PG)
         backend = node.args[0] if node.args else None
         for kw in node.keywords:
             if kw.arg in ("backend", "dist_backend"):
                 backend = kw.value
         literal = isinstance(backend, ast.Constant) and isinstance(backend.value, str)
-        owner.backends.add(str(backend.value) if literal else None)  # type: ignore[union-attr]
+        owner._backends.add(str(backend.value) if literal else None)  # type: ignore[union-attr]
     elif path in N.GET_LOCAL_RANK:
-        owner.caps.add(LOCAL_RANK_ENV)
+        owner._caps.add(LOCAL_RANK_ENV)
     if path == "deepspeed" or path.startswith("deepspeed."):
-        owner.caps.add(DEEPSPEED)
+        owner._caps.add(DEEPSPEED)
