@@ -21,7 +21,7 @@ from gpudiag.lint.facts import Facts
 from gpudiag.lint.loopflow import FlowWalker
 from gpudiag.lint.project import UNRESOLVED, Project, Resolution, Sym
 from gpudiag.lint.summary import import_aliases
-from gpudiag.lint.syntax import dotted_name, statements
+from gpudiag.lint.syntax import dotted_name
 from gpudiag.lint.values import UNKNOWN, Val
 
 _STDLIB = frozenset(sys.stdlib_module_names)
@@ -47,13 +47,9 @@ class LinkedWalker(FlowWalker):
         self.project = project
         self.path = path
         self.class_stack: list[ast.ClassDef | None] = []
-        #: each method of the file -> its class
-        self.owner: dict[ast.AST, ast.ClassDef] = {}
-        for node in statements(tree.body):
-            if isinstance(node, ast.ClassDef):
-                for member in node.body:
-                    if isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                        self.owner[member] = node
+        #: each method of the file -> its class: the walker's survey, the class body's own
+        direct = {id(member) for cls in set(self.owner.values()) for member in cls.body}
+        self.owner = {fn: cls for fn, cls in self.owner.items() if id(fn) in direct}
         #: the modules the file imports (``a.b``; ``.x`` relative), in order
         self.imported: list[str] = []
         self._bases: dict[ast.ClassDef, list[Resolution | ast.ClassDef]] = {}

@@ -41,6 +41,8 @@ _CVD_TAG = "env:CUDA_VISIBLE_DEVICES"
 _GETENV = frozenset({"os.getenv", "os.environ.get"})
 #: Calls and methods whose result is still made of a CUDA_VISIBLE_DEVICES value's entries.
 _KEEPS_CVD = frozenset({"split", "strip", "rstrip", "lstrip", "list", "map", "tuple", "sorted"})
+#: The expressions this walker reads its own way (the others, most, as the walker does).
+_FLOW_NODES = frozenset({ast.IfExp, ast.DictComp, ast.Call})
 #: How many nodes of a ``for`` loop's iterable are looked at for a DataLoader.
 _MAX_ITER_NODES = 64
 
@@ -105,6 +107,8 @@ class FlowWalker(Walker):
         return out
 
     def _eval(self, node: ast.expr) -> Val:
+        if type(node) not in _FLOW_NODES:
+            return super()._eval(node)
         if isinstance(node, ast.IfExp):
             # RandomSampler(ds) if args.local_rank == -1 else DistributedSampler(ds): the
             # distributed run gets the DistributedSampler (Hugging Face's examples)

@@ -9,7 +9,6 @@ walking the training scripts.
 from __future__ import annotations
 
 import ast
-import re
 
 from gpudiag.lint.facts import Facts
 
@@ -18,16 +17,32 @@ from gpudiag.lint.facts import Facts
 #: a --local_rank option or a LOCAL_RANK read, a module known to initialise CUDA. A
 #: file with none of them cannot give a finding, so it is parsed (LINT-PARSE-ERROR) and
 #: not walked: about a quarter of a training repository (issue 17: lint's time).
-_FIRST_FACTS = re.compile(
-    r"torch|cuda|environ|getenv|putenv|multiprocessing|concurrent|local.rank|pycuda"
-    r"|deepspeed|set_epoch|state_dict|half",
-    re.IGNORECASE,
+_FIRST_FACTS = (
+    "torch",  # first: most files that have any of these have it
+    "cuda",  # pycuda too
+    "environ",
+    "getenv",
+    "putenv",
+    "multiprocessing",
+    "concurrent",
+    "local_rank",
+    "local-rank",
+    "deepspeed",
+    "set_epoch",
+    "state_dict",
+    "half",
 )
 
 
 def might_find(text: str) -> bool:
-    """Whether a rule could find anything in ``text`` (see :data:`_FIRST_FACTS`)."""
-    return _FIRST_FACTS.search(text) is not None
+    """Whether a rule could find anything in ``text`` (see :data:`_FIRST_FACTS`), in any
+    case (``LOCAL_RANK``, ``CUDA_VISIBLE_DEVICES``). Plain substring searches: a regular
+    expression of these words with IGNORECASE took 0.6 ms a file, more than the walk of
+    a small one."""
+    if "torch" in text:
+        return True  # most training code: no lower-cased copy
+    low = text.lower()
+    return any(word in low for word in _FIRST_FACTS)
 
 
 def quiet(tree: ast.Module, lines: list[str]) -> Facts:
