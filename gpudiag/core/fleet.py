@@ -22,6 +22,7 @@ from gpudiag.core.fleet_base import (
     label_nodes,
     names,
 )
+from gpudiag.core.fleet_rdma import driver_stack, hca_firmware, hpcx_reason
 from gpudiag.core.nccl_net import plugin_state
 from gpudiag.core.netif import is_loopback, loopback_address, parse_ifname, usable
 from gpudiag.model import Finding, Snapshot
@@ -33,6 +34,10 @@ SAME_EVERYWHERE_PREFIXES = ("NCCL_",)
 SAME_EVERYWHERE = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE")
 #: compute modes that let more than one process use a GPU (NVML's names).
 _SHARED_MODES = ("Default", "DEFAULT")
+_HPCX_FIX = (
+    "use the HPC-X build for the node's OFED (hpcx-<version>-gcc-<ofed>-…: mlnx_ofed, "
+    "doca_ofed or inbox; ofed_info -s names the node's), or install that OFED"
+)
 
 
 def _gpu_count(s: Snapshot) -> int | None:
@@ -188,6 +193,14 @@ def compare_fleet(nodes: Sequence[FleetNode]) -> list[Finding]:
               code="FLEET-NET-PLUGIN-SKEW", severity="error", what="The NCCL network plugin",
               fix="install the plugin on every node, or put its folder on LD_LIBRARY_PATH "
                   "everywhere (the same container image or module set)"),
+        _skew(nodes, driver_stack, code="FLEET-IB-DRIVER-SKEW", severity="warning",
+              what="The InfiniBand/RoCE driver stack",
+              fix="install one MLNX_OFED/DOCA-OFED release on every node (host driver and "
+                  "image), then the HPC-X and NCCL plugin built for it"),
+        _skew(nodes, hca_firmware, code="FLEET-HCA-FW-SKEW", severity="warning",
+              what="HCA firmware", shown=lambda v: " + ".join(v),  # type: ignore[arg-type]
+              fix="flash every HCA with the firmware the installed MLNX_OFED/DOCA-OFED "
+                  "release lists (mlxfwmanager --online -u), then reboot or mlxfwreset"),
         _skew(nodes, lambda s: s.node.os_name if s.node else None, code="FLEET-IMAGE-SKEW",
               severity="warning", what="operating system / image",
               fix=same.format("operating system / image")),
@@ -235,6 +248,10 @@ def compare_fleet(nodes: Sequence[FleetNode]) -> list[Finding]:
                   fix="set MASTER_ADDR to rank 0's routable address (not a name /etc/hosts "
                       "maps to 127.0.1.1), e.g. $(scontrol show hostnames "
                       "$SLURM_JOB_NODELIST | head -n1)"),
+        _per_node(nodes, hpcx_reason("warning"), code="FLEET-HPCX-OFED", severity="warning",
+                  fix=_HPCX_FIX),
+        _per_node(nodes, hpcx_reason("info"), code="FLEET-HPCX-OFED", severity="info",
+                  fix=_HPCX_FIX),
         _skew(nodes, _ib_active, code="FLEET-IB-PARTIAL", severity="warning",
               what="InfiniBand/RoCE",
               fix="NCCL uses sockets where no RDMA port is active (NCCL_DEBUG=INFO prints "
