@@ -152,8 +152,8 @@ class RdmaStack:
         kernel_release: ``/proc/sys/kernel/osrelease`` (``uname -r``).
         mlx5_core_loaded: ``/sys/module/mlx5_core`` exists (the ConnectX driver is loaded).
         mlx5_core_version: ``/sys/module/mlx5_core/version``: MLNX_OFED's and DOCA-OFED's
-            module has one (``23.10-1.1.9``); the kernel's own (inbox) module has none
-            since Linux 5.7, or the kernel's release on some distributions.
+            module has one (``23.10-1.1.9``); the kernel's own (inbox) module has none in
+            current kernels, or the kernel's release on some distributions.
         mlx5_core_srcversion: ``/sys/module/mlx5_core/srcversion``, the checksum of the
             module's source (one build of the driver).
         ofed: what ``ofed_info -s`` prints, without its colon

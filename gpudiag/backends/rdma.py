@@ -4,14 +4,15 @@
 Files only, no child process, each fact on its own (an unreadable one is None):
 
 * the ConnectX kernel driver, ``/sys/module/mlx5_core/{version,srcversion}`` (Linux ABI
-  ``sysfs-module``: present "if the module source has MODULE_VERSION"). Linux 5.7 removed
-  the driver's version from the kernel's own mlx5 ("Delete driver version", netdev,
-  March 2020), and MLNX_OFED's backport puts ``MODULE_VERSION`` back, so a version file
-  means MLNX_OFED or DOCA-OFED (``23.10-1.1.9``) and none means the inbox driver
+  ``sysfs-module``: present "if the module source has MODULE_VERSION"). Mainline's mlx5
+  no longer defines a ``DRIVER_VERSION`` (``mlx5_core.h``), while MLNX_OFED's backport
+  keeps ``MODULE_VERSION(DRIVER_VERSION)``, so a version file means MLNX_OFED or
+  DOCA-OFED (``23.10-1.1.9``) and none means the inbox driver
   (Mellanox/nic-feature-discovery, ``pkg/feature/internal/driver``: "mlx5 driver has no
   version file, its most likely inbox"). Some distribution kernels report their release
   there instead, which NGC containers' entrypoint treats as inbox too (it compares the
-  version with ``uname -r``); ``/proc/sys/kernel/osrelease`` is recorded for that;
+  version with ``uname -r``); ``/proc/sys/kernel/osrelease`` is recorded for that. (The
+  inbox mlx5 of older kernels declared a version of its own, which reads as one here.)
 * the MLNX_OFED/DOCA-OFED user space: what ``ofed_info -s`` prints, read from the
   ``ofed_info`` script, whose first lines answer ``-s`` with a constant (``if [ "X$1" ==
   "X-s" ]; then echo OFED-internal-24.01-0.3.3:; exit 0; fi``; MLNX_OFED's installer
@@ -28,7 +29,7 @@ Files only, no child process, each fact on its own (an unreadable one is None):
   ``OPAL_PREFIX``'s ``ompi``, or ``/opt/hpcx`` (NGC containers). Its ``VERSION`` file
   (``HPC-X v2.21.3`` … ``OFED: doca_ofed``) or its folder name, which HPC-X's manual spells
   ``hpcx-<version>-<compiler>-<ofed>-<distro>-<cuda>-<arch>`` (``hpcx-v2.18-gcc-mlnx_ofed-
-  redhat8-cuda12-x86_64``; before 2.17 the OFED's version: ``…-gcc-MLNX_OFED_LINUX-5-…``,
+  redhat8-cuda12-x86_64``; older ones the OFED's version: ``…-gcc-MLNX_OFED_LINUX-5-…`` (2.14),
   ``…-gcc-MLNX_OFED_LINUX-4.7-1.0.0.1-…``), say which RDMA stack it was built for.
 """
 
