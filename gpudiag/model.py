@@ -27,19 +27,23 @@ from gpudiag.links import PciGpu as PciGpu
 from gpudiag.links import pci_bus_key as pci_bus_key
 
 # A node's identity and network (schema 1.3) live in gpudiag.network; re-exported.
+from gpudiag.network import HpcxInfo as HpcxInfo
 from gpudiag.network import IbGid as IbGid
 from gpudiag.network import IbPort as IbPort
 from gpudiag.network import LibraryFile as LibraryFile
 from gpudiag.network import NetInterface as NetInterface
 from gpudiag.network import NodeInfo as NodeInfo
+from gpudiag.network import RdmaDevice as RdmaDevice
+from gpudiag.network import RdmaStack as RdmaStack
 from gpudiag.network import Route as Route
 
 #: The schema gpudiag writes. 1.1 added ``host`` and torch's ``distributed_available`` /
 #: ``nccl_available``; 1.2 the links between GPUs (``gpu_pairs``, per-GPU PCIe, NVLink,
 #: NUMA and fabric facts, more ``host`` facts); 1.3 ``node``: the boot id, network
 #: interfaces, InfiniBand ports, rendezvous variables and NCCL version; 1.4 whose each GPU
-#: process is (``this_job``, ``slurm_job_id``, ``proc_state``), the routes, RoCE GID tables
-#: and the libnccl / NCCL net plugin files the loader would find. A reader accepts any
+#: process is (``this_job``, ``slurm_job_id``, ``proc_state``), the routes, RoCE GID tables,
+#: the libnccl / NCCL net plugin files the loader would find, and the RDMA driver stack
+#: (``node.rdma``: MLNX_OFED/DOCA-OFED or inbox, HCA firmware, HPC-X). A reader accepts any
 #: ``gpudiag-snapshot/1`` or ``/1.N`` (docs/snapshot.md).
 SNAPSHOT_SCHEMA = "gpudiag-snapshot/1.4"
 #: The major version every readable snapshot shares.

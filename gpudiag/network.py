@@ -5,9 +5,10 @@ one allocation can be compared (``gpudiag fleet``, issue 19): the interfaces NCC
 may pick (NCCL's ``NCCL_SOCKET_IFNAME``), the InfiniBand/RoCE ports its IB
 transport uses, the boot id that tells two machines with one hostname apart, how
 ``MASTER_ADDR`` resolves here, and the NCCL version torch would load; since 1.4 the
-routes, each RoCE port's GID table, and which ``libnccl``/NCCL network plugin the
-dynamic loader would find. ``None`` always means "could not collect". Part of the
-model, which re-exports it.
+routes, each RoCE port's GID table, which ``libnccl``/NCCL network plugin the
+dynamic loader would find, and the RDMA driver stack (MLNX_OFED/DOCA-OFED or the
+distribution's inbox driver, the HCAs' firmware, the HPC-X the job would use).
+``None`` always means "could not collect". Part of the model, which re-exports it.
 """
 
 from __future__ import annotations
@@ -106,6 +107,76 @@ class LibraryFile:
 
 
 @dataclass(frozen=True)
+class RdmaDevice:
+    """One RDMA device of ``/sys/class/infiniband`` (an HCA; since 1.4).
+
+    Attributes:
+        device: the device (``mlx5_0``).
+        fw_ver: its firmware version (``<device>/fw_ver``: ``28.39.1002``).
+        hca_type: the HCA type (``<device>/hca_type``: ``MT4129`` for a ConnectX-7).
+        board_id: the board's PSID (``<device>/board_id``: ``MT_0000000838``).
+    """
+
+    device: str
+    fw_ver: str | None = None
+    hca_type: str | None = None
+    board_id: str | None = None
+
+
+@dataclass(frozen=True)
+class HpcxInfo:
+    """The NVIDIA HPC-X a job here would use (since 1.4).
+
+    Attributes:
+        path: its folder, symbolic links resolved (``/opt/hpcx-v2.18-gcc-mlnx_ofed-…``).
+        via: what named it: ``HPCX_DIR``, ``HPCX_HOME``, ``OPAL_PREFIX`` (its
+            ``ompi`` folder) or ``/opt/hpcx`` (NGC containers' place).
+        version: ``2.21.3``, from ``VERSION``'s first line (``HPC-X v2.21.3``), else the
+            folder's name (``hpcx-v2.18-…``), else ``HPCX_VERSION``.
+        ofed: the RDMA stack it was built for: ``VERSION``'s ``OFED:`` line, else the
+            folder name's part (``MLNX_OFED_LINUX-5.8-1.0.1.1``, ``MLNX_OFED_LINUX-5``,
+            ``mlnx_ofed``, ``doca_ofed``, ``inbox``).
+    """
+
+    path: str
+    via: str
+    version: str | None = None
+    ofed: str | None = None
+
+
+@dataclass(frozen=True)
+class RdmaStack:
+    """The InfiniBand/RoCE driver stack of a node (snapshot ``node.rdma``, since 1.4).
+
+    Attributes:
+        kernel_release: ``/proc/sys/kernel/osrelease`` (``uname -r``).
+        mlx5_core_loaded: ``/sys/module/mlx5_core`` exists (the ConnectX driver is loaded).
+        mlx5_core_version: ``/sys/module/mlx5_core/version``: MLNX_OFED's and DOCA-OFED's
+            module has one (``23.10-1.1.9``); the kernel's own (inbox) module has none in
+            current kernels, or the kernel's release on some distributions.
+        mlx5_core_srcversion: ``/sys/module/mlx5_core/srcversion``, the checksum of the
+            module's source (one build of the driver).
+        ofed: what ``ofed_info -s`` prints, without its colon
+            (``MLNX_OFED_LINUX-23.10-1.1.9.0``, ``OFED-internal-24.10-1.1.4.0`` for
+            DOCA-OFED), read from the script itself; None when there is none (the
+            distribution's rdma-core) or it is unreadable.
+        libibverbs: the file ``libibverbs.so.1`` resolves to along the loader's search
+            (``libibverbs.so.1.14.50.0``: rdma-core names it ``.1.<ABI>.<its version>``).
+        devices: the RDMA devices with their firmware, by name.
+        hpcx: the HPC-X found, or None.
+    """
+
+    kernel_release: str | None = None
+    mlx5_core_loaded: bool | None = None
+    mlx5_core_version: str | None = None
+    mlx5_core_srcversion: str | None = None
+    ofed: str | None = None
+    libibverbs: str | None = None
+    devices: tuple[RdmaDevice, ...] | None = None
+    hpcx: HpcxInfo | None = None
+
+
+@dataclass(frozen=True)
 class NodeInfo:
     """Who this node is and how it reaches the others (snapshot ``node``, since 1.3).
 
@@ -130,6 +201,8 @@ class NodeInfo:
         nccl_net_plugins: since 1.4, the NCCL network plugin files NCCL's ``dlopen``
             would find (``libnccl-net.so``, or what ``NCCL_NET_PLUGIN`` names), in the
             loader's order; ``()`` none (NCCL uses its internal IB/socket transports).
+        rdma: since 1.4, the RDMA driver stack: MLNX_OFED/DOCA-OFED or inbox, the HCAs'
+            firmware, the HPC-X found; None when not collected.
     """
 
     boot_id: str | None = None
@@ -144,6 +217,7 @@ class NodeInfo:
     routes: tuple[Route, ...] | None = None
     nccl_libs: tuple[LibraryFile, ...] | None = None
     nccl_net_plugins: tuple[LibraryFile, ...] | None = None
+    rdma: RdmaStack | None = None
 
     @property
     def master_addr(self) -> str | None:

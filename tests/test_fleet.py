@@ -47,7 +47,16 @@ SKEWS = [
         "FLEET-NET-PLUGIN-SKEW",
         ["no plugin", "the other 2 nodes libnccl-net.so"],
     ),
-]
+    (
+        "node20-ofed",
+        "FLEET-IB-DRIVER-SKEW",
+        ["MLNX_OFED_LINUX-5.8-3.0.7.0 (mlx5_core 5.8-3.0.7)",
+         "the other 2 nodes MLNX_OFED_LINUX-23.10-1.1.9.0 (mlx5_core 23.10-1.1.9)"],
+    ),
+    ("node21-hca-fw", "FLEET-HCA-FW-SKEW", ["MT4123 20.35.1012", "the other 2 nodes MT4123 20.39.1002"]),
+    ("node22-hpcx-ofed", "FLEET-HPCX-OFED",
+     ["HPC-X 2.8.1 built for MLNX_OFED_LINUX-4.7-1.0.0.1 on MLNX_OFED_LINUX-23.10-1.1.9.0"]),
+]  # fmt: skip
 
 
 def _compare(files: list[str]) -> list:  # type: ignore[type-arg]

@@ -374,7 +374,7 @@ def _enriched_fixture(directory: Path) -> str:
                       "bridges": [{"bdf": "0000:00:01.1", "acs_ctl": 0}]}],
     }  # fmt: skip
     # Schema 1.3's node facts, with an RDMA port and a resolved MASTER_ADDR; 1.4's routes,
-    # GID table and library files.
+    # GID table, library files and RDMA driver stack.
     doc["node"] = {
         "boot_id": "6c63b633-4d22-4ca7-9a49-87893966b649", "os_name": "Ubuntu 22.04.4 LTS",
         "interfaces": [{"name": "ib0", "operstate": "up", "loopback": False,
@@ -392,6 +392,13 @@ def _enriched_fixture(directory: Path) -> str:
         "nccl_env": {"NCCL_SOCKET_IFNAME": "ib0", "MASTER_ADDR": "n1"},
         "master_addr_ips": ["10.1.0.1"], "master_addr_error": None,
         "nccl_version": "2.21.5", "nccl_source": "nvidia-nccl-cu12 (installed)",
+        "rdma": {"kernel_release": "5.15.0-105-generic", "mlx5_core_loaded": True,
+                 "mlx5_core_version": "23.10-1.1.9", "mlx5_core_srcversion": "0D5D1C2A",
+                 "ofed": "MLNX_OFED_LINUX-23.10-1.1.9.0", "libibverbs": "libibverbs.so.1.14.50.0",
+                 "devices": [{"device": "mlx5_0", "fw_ver": "28.39.1002", "hca_type": "MT4129",
+                              "board_id": "MT_0000000838"}],
+                 "hpcx": {"path": "/opt/hpcx", "via": "/opt/hpcx", "version": "2.18",
+                          "ofed": "mlnx_ofed"}},
     }  # fmt: skip
     # A GPU only GPUtil saw: list's other shape of gpus[] (docs/cli.md).
     doc["gputil"].append({**doc["gputil"][0], "gputil_id": 8, "uuid": "GPU-" + "0" * 8 + "-ff"})

@@ -16,7 +16,9 @@ Sources:
   (``RoCE v2``, ``IB/RoCE v1``): what ``NCCL_IB_GID_INDEX`` indexes;
 * since 1.4, the IPv4 routes of ``/proc/net/route`` (proc(5): little-endian hex
   addresses, ``RTF_UP`` 0x1 in ``Flags``), and the ``libnccl.so.2`` / NCCL network plugin
-  files the dynamic loader would find (:mod:`gpudiag.backends.net_libs`);
+  files the dynamic loader would find (:mod:`gpudiag.backends.net_libs`), and the
+  RDMA driver stack: MLNX_OFED/DOCA-OFED or inbox, the HCAs' firmware, HPC-X
+  (:mod:`gpudiag.backends.rdma`);
 * ``/proc/sys/kernel/random/boot_id`` (random(4): a new UUID per boot);
 * ``PRETTY_NAME`` of ``/etc/os-release`` (os-release(5));
 * ``MASTER_ADDR`` through ``getaddrinfo``, bounded by a timeout in a daemon thread
@@ -38,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from gpudiag.backends.net_libs import find_nccl_libs, find_net_plugins
+from gpudiag.backends.rdma import collect_rdma
 from gpudiag.model import IbGid, IbPort, NetInterface, NodeInfo, Route
 
 #: Variables recorded in ``node.nccl_env`` when set: the NCCL transport's, Gloo's,
@@ -342,4 +345,5 @@ def collect_node(
         routes=routes(base),
         nccl_libs=find_nccl_libs(base, environ, site if site is not None else _torch_site()),
         nccl_net_plugins=find_net_plugins(base, environ),
+        rdma=collect_rdma(base, environ),
     )

@@ -153,3 +153,11 @@ def find_net_plugins(root: Path, env: Mapping[str, str]) -> tuple[LibraryFile, .
             continue
         out += _search(os.path.basename(name), root, env, cache)
     return tuple(out)
+
+
+def find_library(name: str, root: Path, env: Mapping[str, str]) -> tuple[LibraryFile, ...] | None:
+    """Every file a bare ``dlopen(name)`` would find, in the loader's order; None if
+    unsearchable (not Linux)."""
+    if platform.system() != "Linux":
+        return None
+    return tuple(_search(name, root, env, ld_cache(root)))

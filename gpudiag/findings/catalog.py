@@ -308,6 +308,12 @@ _FLEET: _Rows = (
     ("FLEET-TORCH-SKEW", "error", "torch or its CUDA build differs between nodes"),
     ("FLEET-NCCL-SKEW", "error", "the NCCL version differs between nodes"),
     ("FLEET-NET-PLUGIN-SKEW", "error", "the NCCL network plugin is missing on some nodes"),
+    (
+        "FLEET-IB-DRIVER-SKEW",
+        "warning",
+        "the MLNX_OFED/DOCA-OFED release or mlx5_core driver differs between nodes",
+    ),
+    ("FLEET-HCA-FW-SKEW", "warning", "the InfiniBand/RoCE HCAs' firmware differs between nodes"),
     ("FLEET-IMAGE-SKEW", "warning", "the operating system or container image differs"),
     ("FLEET-GPU-COUNT", "error", "some nodes have fewer (or more) GPUs than the others"),
     ("FLEET-GPU-MODEL", "warning", "the GPU model differs between nodes"),
@@ -323,6 +329,11 @@ _FLEET: _Rows = (
     ),
     ("FLEET-NO-IPV4", "error", "a node has no IPv4 interface but loopback for NCCL"),
     ("FLEET-MASTER-ADDR", "error", "MASTER_ADDR is loopback or unresolved on some nodes"),
+    (
+        "FLEET-HPCX-OFED",
+        "warning|info",
+        "a node's HPC-X was built for another OFED than the node runs",
+    ),
     ("FLEET-IB-PARTIAL", "warning", "InfiniBand/RoCE is active on some nodes but not others"),
     ("FLEET-NODE-FACTS-MISSING", "info", "a snapshot older than 1.3 lacks the node facts"),
     (

@@ -1,15 +1,25 @@
 """JSON ↔ model for schema 1.3's ``node`` (issue 19): identity, network, NCCL.
 
 Absent or null in a snapshot older than 1.3: it then reads as None ("not collected");
-so do 1.4's ``routes``, ``nccl_libs``, ``nccl_net_plugins`` and ``ib_ports[].gids`` in a
-1.3 snapshot.
+so do 1.4's ``routes``, ``nccl_libs``, ``nccl_net_plugins``, ``ib_ports[].gids`` and
+``rdma`` in a 1.3 snapshot.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from gpudiag.network import IbGid, IbPort, LibraryFile, NetInterface, NodeInfo, Route
+from gpudiag.network import (
+    HpcxInfo,
+    IbGid,
+    IbPort,
+    LibraryFile,
+    NetInterface,
+    NodeInfo,
+    RdmaDevice,
+    RdmaStack,
+    Route,
+)
 from gpudiag.snapshot.fields import SnapshotError, _list, _obj, _opt, _req, _str_list
 
 
@@ -62,6 +72,65 @@ def _library(raw: object, where: str) -> LibraryFile:
     )
 
 
+def _rdma_device(raw: object, where: str) -> RdmaDevice:
+    d = _obj(raw, where)
+    return RdmaDevice(
+        device=_req(d, "device", str, where),
+        fw_ver=_opt(d, "fw_ver", str, where),
+        hca_type=_opt(d, "hca_type", str, where),
+        board_id=_opt(d, "board_id", str, where),
+    )
+
+
+def _rdma(raw: object) -> RdmaStack | None:
+    if raw is None:
+        return None
+    where = "node.rdma"
+    d = _obj(raw, where)
+    hpcx = None
+    if d.get("hpcx") is not None:
+        h = _obj(d["hpcx"], f"{where}.hpcx")
+        hpcx = HpcxInfo(
+            path=_req(h, "path", str, f"{where}.hpcx"),
+            via=_req(h, "via", str, f"{where}.hpcx"),
+            version=_opt(h, "version", str, f"{where}.hpcx"),
+            ofed=_opt(h, "ofed", str, f"{where}.hpcx"),
+        )
+    return RdmaStack(
+        kernel_release=_opt(d, "kernel_release", str, where),
+        mlx5_core_loaded=_opt(d, "mlx5_core_loaded", bool, where),
+        mlx5_core_version=_opt(d, "mlx5_core_version", str, where),
+        mlx5_core_srcversion=_opt(d, "mlx5_core_srcversion", str, where),
+        ofed=_opt(d, "ofed", str, where),
+        libibverbs=_opt(d, "libibverbs", str, where),
+        devices=_items(d, "devices", where, _rdma_device),
+        hpcx=hpcx,
+    )
+
+
+def _rdma_to_json(rdma: RdmaStack | None) -> dict[str, Any] | None:
+    if rdma is None:
+        return None
+    h = rdma.hpcx
+    return {
+        "kernel_release": rdma.kernel_release,
+        "mlx5_core_loaded": rdma.mlx5_core_loaded,
+        "mlx5_core_version": rdma.mlx5_core_version,
+        "mlx5_core_srcversion": rdma.mlx5_core_srcversion,
+        "ofed": rdma.ofed,
+        "libibverbs": rdma.libibverbs,
+        "devices": None
+        if rdma.devices is None
+        else [
+            {"device": x.device, "fw_ver": x.fw_ver, "hca_type": x.hca_type, "board_id": x.board_id}
+            for x in rdma.devices
+        ],
+        "hpcx": None
+        if h is None
+        else {"path": h.path, "via": h.via, "version": h.version, "ofed": h.ofed},
+    }
+
+
 def _items(d: Any, key: str, where: str, build: Any) -> Any:
     if d.get(key) is None:
         return None
@@ -91,6 +160,7 @@ def node_from_json(raw: object) -> NodeInfo | None:
         routes=_items(d, "routes", where, _route),
         nccl_libs=_items(d, "nccl_libs", where, _library),
         nccl_net_plugins=_items(d, "nccl_net_plugins", where, _library),
+        rdma=_rdma(d.get("rdma")),
     )
 
 
@@ -150,4 +220,5 @@ def node_to_json(node: NodeInfo | None) -> dict[str, Any] | None:
         ],
         "nccl_libs": _libraries(node.nccl_libs),
         "nccl_net_plugins": _libraries(node.nccl_net_plugins),
+        "rdma": _rdma_to_json(node.rdma),
     }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from gpudiag.model import LibraryFile, Route, Snapshot
+from gpudiag.model import LibraryFile, RdmaStack, Route, Snapshot
 
 
 def _redact_routes(routes: tuple[Route, ...] | None) -> tuple[Route, ...] | None:
@@ -27,6 +27,13 @@ def _redact_paths(libs: tuple[LibraryFile, ...] | None) -> tuple[LibraryFile, ..
     return tuple(dataclasses.replace(f, path=f.path.rsplit("/", 1)[-1]) for f in libs)
 
 
+def _redact_rdma(rdma: RdmaStack | None) -> RdmaStack | None:
+    if rdma is None or rdma.hpcx is None:
+        return rdma
+    name = rdma.hpcx.path.rstrip("/").rsplit("/", 1)[-1]
+    return dataclasses.replace(rdma, hpcx=dataclasses.replace(rdma.hpcx, path=name))
+
+
 def redact_snapshot(snap: Snapshot) -> Snapshot:
     """The snapshot without what identifies a machine or its users, for a public
     bug report: the host name, and every process's PID, name and (since 1.4) Slurm job
@@ -37,7 +44,8 @@ def redact_snapshot(snap: Snapshot) -> Snapshot:
     keep their interfaces, metrics and prefix lengths, but each destination other than
     the default route becomes ``redacted-N`` (one N per network, so duplicates still
     show) and each gateway ``redacted``; RoCE GIDs (IP and MAC addresses) become
-    ``redacted``, and library paths their file names."""
+    ``redacted``, and library paths their file names, as does the HPC-X folder
+    (``node.rdma.hpcx.path``: its name says the version and the OFED it was built for)."""
     gpus = tuple(
         dataclasses.replace(
             gpu,
@@ -73,5 +81,6 @@ def redact_snapshot(snap: Snapshot) -> Snapshot:
             ),
             nccl_libs=_redact_paths(node.nccl_libs),
             nccl_net_plugins=_redact_paths(node.nccl_net_plugins),
+            rdma=_redact_rdma(node.rdma),
         )
     return dataclasses.replace(snap, hostname=None, gpus=gpus, node=node)
