@@ -20,7 +20,8 @@ Certainty (issue 17 item 2): a context is memory, not a crash, so warning at mos
 load's checkpoint is not visible: a warning only when the script itself writes a
 state dict with ``torch.save`` (its ranks' GPU tensors) and the load feeds a model's or
 an optimizer's ``load_state_dict``; info when its content is not known. A call that
-only rank 0 makes (``if rank == 0:``) is rank 0's own GPU: quiet.
+only rank 0 makes (``if rank == 0:``) is rank 0's own GPU, and one a run without ranks
+makes (``if args.local_rank == -1:``) is one process's: quiet.
 """
 
 from __future__ import annotations
@@ -41,19 +42,31 @@ _RANK_ZERO = re.compile(
 )
 #: a test that is a rank itself: ``if not rank:`` holds on rank 0 only
 _RANK_NAME = re.compile(r"^[\w.]*rank(\(\))?$", re.IGNORECASE)
+#: a test that holds in a run without ranks: ``local_rank == -1`` (Hugging Face's examples)
+_NOT_DISTRIBUTED = re.compile(r"rank\w*(\(\))?\s*==\s*-1\b", re.IGNORECASE)
+#: a test that holds in a distributed run only: ``args.distributed``,
+#: ``dist.is_initialized()``, ``world_size > 1``
+_DISTRIBUTED = re.compile(
+    r"^[\w.]*(distributed|ddp)[\w.]*(\(\))?$|is_initialized\(\)$|world_size\s*>\s*1$",
+    re.IGNORECASE,
+)
 #: cuda_init events that do not initialise torch's CUDA state (is_available asks the
 #: driver for a count; torch/cuda/__init__.py, torch 2.13)
 _NOT_LAZY_INIT = ("torch.cuda.is_available()", "torch.cuda.get_arch_list()", "import ")
 _MODEL_KINDS = frozenset({"module", "dp", "ddp", "placed", "optimizer"})
 
 
-def _rank_zero_only(facts: Facts, ev: Event) -> bool:
+def _one_process_only(facts: Facts, ev: Event) -> bool:
+    """Whether ``ev`` stands where one process only runs it: in an arm only rank 0 takes
+    (``if rank == 0:``, ``if not rank:``), or that a run without ranks takes
+    (``if args.local_rank == -1:``, the ``else`` of ``if args.distributed:``)."""
     from gpudiag.lint.flow import tests_around  # on a candidate only: builds parents
 
     for text, holds in tests_around(facts, ev.node):
-        if holds and _RANK_ZERO.search(text):
+        text = text.strip()
+        if holds and (_RANK_ZERO.search(text) or _NOT_DISTRIBUTED.search(text)):
             return True
-        if not holds and _RANK_NAME.match(text.strip()):
+        if not holds and (_RANK_NAME.match(text) or _DISTRIBUTED.search(text)):
             return True
     return False
 
@@ -94,7 +107,7 @@ def _context_before_set_device(facts: Facts) -> list[Hit]:
             continue  # empty_cache() before CUDA is initialised does nothing
         from gpudiag.lint.flow import enclosing_function, exclusive  # on a candidate only
 
-        if exclusive(facts, ev.node, later.node) or _rank_zero_only(facts, ev):
+        if exclusive(facts, ev.node, later.node) or _one_process_only(facts, ev):
             continue
         unseen = _unseen(facts, ev)
         if unseen is None and enclosing_function(facts, ev.node) is not enclosing_function(
@@ -154,7 +167,7 @@ def _load_without_map_location(facts: Facts) -> list[Hit]:
             feeds.setdefault(id(origin), []).append(ld)
     out: list[Hit] = []
     for ev in loads:
-        if not _rank_process(facts, ev.proc) or _rank_zero_only(facts, ev):
+        if not _rank_process(facts, ev.proc) or _one_process_only(facts, ev):
             continue
         into = feeds.get(id(ev.node), [])
         unseen: str | None = None
