@@ -411,6 +411,16 @@ _LINT: _Rows = (
         "a DDP rank never sets its device, then barrier()/synchronize() use cuda:0",
     ),
     (
+        "LINT-DDP-CUDA0-CONTEXT",
+        "warning|info",
+        "a DDP rank makes a CUDA context on cuda:0 before its set_device",
+    ),
+    (
+        "LINT-DDP-LOAD-NO-MAP-LOCATION",
+        "warning|info",
+        "torch.load without map_location in a DDP rank restores tensors to cuda:0",
+    ),
+    (
         "LINT-DDP-SET-DEVICE-CONSTANT",
         "warning|error|info",
         "torch.cuda.set_device(<constant>) in a DDP script: every rank on one GPU",

@@ -67,6 +67,12 @@ def _condition(test: ast.expr, arm: str) -> tuple[str, bool]:
     return unparse(test), holds
 
 
+def tests_around(facts: Facts, node: ast.AST) -> list[tuple[str, bool]]:
+    """The tests of the ``if``s around ``node``, innermost first, each as ``(its text,
+    whether it holds where node runs)``; ``not x`` reads as ``x`` not holding."""
+    return [_condition(test.test, arm) for test, arm in _chain(facts, node)]
+
+
 def handled_for_both(facts: Facts, access: ast.AST, wrap: ast.AST, attr: str) -> bool:
     """Whether an attribute read through a wrapper sits where the script has already
     told wrapped from bare: in an arm whose test asks (``hasattr(m, "module")``,

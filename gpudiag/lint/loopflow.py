@@ -11,13 +11,23 @@ their samplers, copies of the environment, CUDA_VISIBLE_DEVICES entries.
   sampler, and ``a, b = make_loaders()`` name by name when the function was followed;
 * reads a copy of the environment (``{k: os.environ[k] for k in …}``) as os.environ;
 * keeps a CUDA_VISIBLE_DEVICES entry's origin through ``.split(",")[i]`` and ``int()``;
-* notes the calls that work on the current device (``torch.cuda.synchronize()``).
+* notes the calls that work on the current device (``torch.cuda.synchronize()``), those
+  that make a CUDA context there, and each ``torch.load`` with the ``load_state_dict``
+  calls its checkpoint reaches (:mod:`gpudiag.lint.ctx_calls`).
 """
 
 from __future__ import annotations
 
 import ast
 
+from gpudiag.lint import names as N
+from gpudiag.lint.ctx_calls import (
+    CONTEXT_CALLS,
+    map_location_given,
+    note_part,
+    on_current_device,
+    origin_of,
+)
 from gpudiag.lint.exprs import ENVIRON
 from gpudiag.lint.syntax import dotted_name, keyword
 from gpudiag.lint.values import Val, union
@@ -56,11 +66,22 @@ class FlowWalker(Walker):
         self.loop_stack: list[ast.stmt] = []
         #: dotted names passed to a DataLoader as sampler=
         self.loader_samplers: set[str] = set()
+        #: id of a checkpoint (or a part of one) -> (it, the torch.load call that read it)
+        self.loads: dict[int, tuple[Val, ast.Call]] = {}
 
     def call_path(self, path: str, node: ast.Call, args: list[Val], kw: dict[str, Val]) -> Val:
         if path in _CURRENT_DEVICE and not node.args and not node.keywords:
             self.event("current_device_use", node, data={"what": path})
+        context = CONTEXT_CALLS.get(path)
+        if context is not None and on_current_device(path, node):
+            data = {"what": path, "after_init": context[1], "set_before": self.proc in self.current}
+            self.event("context_call", node, data=data)
         out = super().call_path(path, node, args, kw)
+        if path in N.TORCH_LOAD:
+            self.loads[id(out)] = (out, node)
+            self.event("torch_load", node, out, {"mapped": map_location_given(node)})
+        elif path in N.TORCH_SAVE and args:
+            self.event("torch_save", node, data={"state": args[0].kind == "state_dict"})
         if path == "torch.cuda.current_device":
             # the current device's index: cuda:0 until set_device, like a bare "cuda"
             return Val(device=("cuda", None), node=node)
@@ -93,6 +114,12 @@ class FlowWalker(Walker):
             super().call_method(meth, obj, obj_node, node, args, kw)
             return Val(tags=frozenset({_CVD_TAG}), node=node)
         out = super().call_method(meth, obj, obj_node, node, args, kw)
+        if obj.kind == "loaded" and out.kind == "loaded":
+            note_part(out, obj, self.loads)  # ckpt.get("model"): read by ckpt's torch.load
+        elif meth == "load_state_dict" and args and args[0].kind == "loaded":
+            ev = self.facts.events[-1] if self.facts.events else None
+            if ev is not None and ev.kind == "load" and ev.node is node:
+                ev.data["origin"] = origin_of(args[0], self.loads)
         if meth == "add_argument" and any(a.const == "--local-rank" for a in args):
             # the script accepts torch 2's spelling too (maybe in another branch: a gate)
             self.event("local_rank_dash", node)
@@ -134,6 +161,12 @@ class FlowWalker(Walker):
             # device_ids on a CPU module)
             super()._eval(node)
             return Val(kind="module", node=node)
+        if isinstance(node, ast.Subscript):
+            out = super()._eval(node)
+            if out.kind == "loaded":
+                # ckpt["model"]: read by ckpt's torch.load
+                note_part(out, self.cache.get(node.value, out), self.loads)
+            return out
         return super()._eval(node)
 
     def environ_item(self, node: ast.expr) -> bool:

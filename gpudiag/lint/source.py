@@ -27,6 +27,7 @@ from gpudiag.lint.linked import LinkedWalker
 from gpudiag.lint.project import Project
 from gpudiag.lint.relevance import might_find, quiet
 from gpudiag.lint.rules_amp import deprecated_rules, scaler_rules
+from gpudiag.lint.rules_context import context_rules
 from gpudiag.lint.rules_device import physical_id_rules, set_device_rules
 from gpudiag.lint.rules_dist import (
     cpu_collective_rules,
@@ -244,6 +245,7 @@ def rules(facts: Facts) -> list[Hit]:
         *fork_rules(facts),
         *master_port_rules(facts),
         *set_device_rules(facts),
+        *context_rules(facts),
         *physical_id_rules(facts),
         *global_rank_rules(facts),
         *ddp_cpu_rules(facts),

@@ -1,6 +1,6 @@
 """Wrong and right scripts:
 which GPU a DDP rank selects: constants, CUDA_VISIBLE_DEVICES entries and the current
-device (rules_device.py).
+device (rules_device.py); the CUDA contexts ranks make on cuda:0 (rules_context.py).
 """
 
 from __future__ import annotations
@@ -36,6 +36,64 @@ dist.init_process_group("nccl")
 model = DDP(torch.nn.Linear(8, 8).to(gpu), device_ids=[gpu])
 model(torch.randn(4, 8).to(gpu)).sum().backward()
 torch.cuda.synchronize()
+""",
+    ),
+    "LINT-DDP-CUDA0-CONTEXT": pair(
+        """
+import os
+
+import torch
+import torch.distributed as dist
+
+local_rank = int(os.environ["LOCAL_RANK"])
+free, total = torch.cuda.mem_get_info()
+torch.cuda.set_device(local_rank)
+dist.init_process_group("nccl")
+""",
+        7,
+        """
+import os
+
+import torch
+import torch.distributed as dist
+
+local_rank = int(os.environ["LOCAL_RANK"])
+torch.cuda.set_device(local_rank)
+free, total = torch.cuda.mem_get_info()
+dist.init_process_group("nccl")
+""",
+    ),
+    "LINT-DDP-LOAD-NO-MAP-LOCATION": pair(
+        """
+import os
+
+import torch
+import torch.distributed as dist
+
+local_rank = int(os.environ["LOCAL_RANK"])
+torch.cuda.set_device(local_rank)
+dist.init_process_group("nccl")
+net = torch.nn.Linear(8, 8).cuda()
+if os.path.exists("net.pt"):
+    net.load_state_dict(torch.load("net.pt"))
+if dist.get_rank() == 0:
+    torch.save(net.state_dict(), "net.pt")
+""",
+        11,
+        """
+import os
+
+import torch
+import torch.distributed as dist
+
+local_rank = int(os.environ["LOCAL_RANK"])
+torch.cuda.set_device(local_rank)
+dist.init_process_group("nccl")
+net = torch.nn.Linear(8, 8).cuda()
+if os.path.exists("net.pt"):
+    net.load_state_dict(torch.load("net.pt", map_location="cpu"))
+if dist.get_rank() == 0:
+    torch.save(net.state_dict(), "net.pt")
 """,
     ),
     "LINT-DDP-SET-DEVICE-CONSTANT": pair(
