@@ -51,8 +51,9 @@ _CVD_TAG = "env:CUDA_VISIBLE_DEVICES"
 _GETENV = frozenset({"os.getenv", "os.environ.get"})
 #: Calls and methods whose result is still made of a CUDA_VISIBLE_DEVICES value's entries.
 _KEEPS_CVD = frozenset({"split", "strip", "rstrip", "lstrip", "list", "map", "tuple", "sorted"})
-#: The expressions this walker reads its own way (the others, most, as the walker does).
-_FLOW_NODES = frozenset({ast.IfExp, ast.DictComp, ast.Call})
+#: The expressions this walker reads its own way (the others, most, as the walker does):
+#: a node type `_eval` below looks at must be here (tests/test_lint_context.py fails).
+_FLOW_NODES = frozenset({ast.IfExp, ast.DictComp, ast.Call, ast.Subscript})
 #: How many nodes of a ``for`` loop's iterable are looked at for a DataLoader.
 _MAX_ITER_NODES = 64
 
