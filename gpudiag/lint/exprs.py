@@ -136,11 +136,11 @@ class ExprEval:
     def eval(self, node: ast.expr | None) -> Val:
         if node is None or self.nesting >= MAX_NESTING:
             return UNKNOWN
+        # no try/finally (the hottest call of the walk): an exception here ends the
+        # file's walk (source.py reports it), so the count is never read again
         self.nesting += 1
-        try:
-            val = self._eval(node)
-        finally:
-            self.nesting -= 1
+        val = self._eval(node)
+        self.nesting -= 1
         self.cache[node] = val
         return val
 

@@ -80,7 +80,23 @@ def statements(body: list[ast.stmt]) -> list[ast.stmt]:
 
 def dotted_key(node: ast.AST | None) -> str | None:
     """``model``, ``self.model``, ``args.local_rank``; None for anything else, and for a
-    chain of more than :data:`MAX_DOTTED_PARTS` parts. Iterative (issue 21)."""
+    chain of more than :data:`MAX_DOTTED_PARTS` parts. Iterative (issue 21). Memoised
+    per node until :func:`clear_caches` (the walk asks again for the same node)."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if not isinstance(node, ast.Attribute):
+        return None
+    found = _DOTTED.get(node, _MISSING)
+    if found is _MISSING:
+        found = _DOTTED[node] = _dotted(node)
+    return found  # type: ignore[return-value]
+
+
+_DOTTED: dict[ast.AST, str | None] = {}
+_MISSING = object()
+
+
+def _dotted(node: ast.AST) -> str | None:
     parts: list[str] = []
     while isinstance(node, ast.Attribute):
         if len(parts) >= MAX_DOTTED_PARTS - 1:
@@ -119,6 +135,7 @@ def dotted_prefixes(key: str) -> list[str]:
 def clear_caches() -> None:
     """Forget the per-node memos: their keys hold a file's syntax tree alive, and a
     folder of 4 MiB scripts would keep 256 trees each (issue 21: bound memory)."""
+    _DOTTED.clear()
     uses_cuda.cache_clear()
     assigned_in.cache_clear()
     class_members.cache_clear()

@@ -34,9 +34,14 @@ Dev = tuple[str, "int | str | None"]
 _NO_TAGS: frozenset[str] = frozenset()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Val:
-    """What is known about one value."""
+    """What is known about one value.
+
+    Frozen; its ``__init__`` is written out because the walker makes one for nearly
+    every expression it reads, and the generated one of a frozen dataclass sets each
+    field through ``object.__setattr__``: 1.9 us a value, 0.5 us this way (issue 17:
+    lint's time)."""
 
     tags: frozenset[str] = _NO_TAGS
     const: object = None
@@ -49,6 +54,27 @@ class Val:
     node: ast.AST | None = field(default=None, compare=False)
     #: extra facts (e.g. a DataLoader's sampler), compared by identity only
     extra: tuple[object, ...] = field(default=(), compare=False)
+
+    def __init__(
+        self,
+        tags: frozenset[str] = _NO_TAGS,
+        const: object = None,
+        has_const: bool = False,
+        kind: str | None = None,
+        device: Dev | None = None,
+        ordinal: int | None = None,
+        node: ast.AST | None = None,
+        extra: tuple[object, ...] = (),
+    ) -> None:
+        fields = self.__dict__  # past the frozen __setattr__, as the generated one is
+        fields["tags"] = tags
+        fields["const"] = const
+        fields["has_const"] = has_const
+        fields["kind"] = kind
+        fields["device"] = device
+        fields["ordinal"] = ordinal
+        fields["node"] = node
+        fields["extra"] = extra
 
     def with_tags(self, *more: frozenset[str]) -> Val:
         tags = self.tags.union(*more)

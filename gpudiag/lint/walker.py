@@ -153,10 +153,8 @@ class Walker(AmpCalls):
         if self.nesting >= MAX_NESTING:
             return  # issue 21: see MAX_NESTING
         self.nesting += 1
-        try:
-            self._exec_stmt(stmt)
-        finally:
-            self.nesting -= 1
+        self._exec_stmt(stmt)  # as eval: an exception ends the walk
+        self.nesting -= 1
 
     def _exec_stmt(self, stmt: ast.stmt) -> None:
         if isinstance(stmt, (ast.Import, ast.ImportFrom)):
