@@ -131,31 +131,33 @@ class ExprEval:
             return None
         return ".".join([base, *reversed(attrs)])
 
-    # ------------------------------------------------------------------ evaluation
-
     def eval(self, node: ast.expr | None) -> Val:
         if node is None or self.nesting >= MAX_NESTING:
             return UNKNOWN
-        # no try/finally (the hottest call of the walk): an exception here ends the
-        # file's walk (source.py reports it), so the count is never read again
-        self.nesting += 1
-        val = self._eval(node)
-        self.nesting -= 1
+        kind = type(node)
+        if kind is ast.Name:  # the leaves, most of what is read: no dispatch
+            val = self.eval_name(node)  # type: ignore[arg-type]
+        elif kind is ast.Constant:
+            val = const(node.value, node)  # type: ignore[attr-defined]
+        else:  # no try/finally: an exception ends the file's walk (source.py says so)
+            self.nesting += 1
+            val = self._eval(node)
+            self.nesting -= 1
         self.cache[node] = val
         return val
 
-    def _eval(self, node: ast.expr) -> Val:
-        if isinstance(node, ast.Constant):
-            return const(node.value, node)
-        if isinstance(node, ast.Name):
-            if node.id in self.names:
-                return self.names[node.id]
-            path = self.aliases.get(node.id)
-            if path is None:
-                if node.id in self.funcs:
-                    return Val(kind="func", const=node.id, has_const=True, node=node)
-                return UNKNOWN
+    def eval_name(self, node: ast.Name) -> Val:
+        if node.id in self.names:
+            return self.names[node.id]
+        path = self.aliases.get(node.id)
+        if path is not None:
             return Val(kind="path", const=path, has_const=True, node=node)
+        if node.id in self.funcs:
+            return Val(kind="func", const=node.id, has_const=True, node=node)
+        return UNKNOWN
+
+    def _eval(self, node: ast.expr) -> Val:
+        """Any expression but a name or a constant (:meth:`eval` reads those)."""
         if isinstance(node, ast.Attribute):
             return self.eval_attribute(node)
         if isinstance(node, ast.Subscript):

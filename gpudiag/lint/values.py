@@ -101,8 +101,11 @@ def union(vals: list[Val]) -> Val:
 
 def weak(vals: list[Val]) -> Val:
     """The result of an unknown call on these values: only their weak tags."""
-    tags: frozenset[str] = frozenset().union(*(v.tags for v in vals)) if vals else _NO_TAGS
-    return Val(tags=tags & WEAK_TAGS)
+    tags = _NO_TAGS
+    for val in vals:
+        if val.tags:
+            tags = tags | (val.tags & WEAK_TAGS)
+    return Val(tags=tags) if tags else UNKNOWN
 
 
 def int_list(val: Val) -> list[int] | None:
