@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from gpudiag.backends.net_libs import find_nccl_libs, find_net_plugins
-from gpudiag.backends.rdma import collect_rdma
+from gpudiag.backends.rdma import collect_rdma, infiniband_devices
 from gpudiag.model import IbGid, IbPort, NetInterface, NodeInfo, Route
 
 #: Variables recorded in ``node.nccl_env`` when set: the NCCL transport's, Gloo's,
@@ -132,11 +132,8 @@ def interfaces(root: Path, addr_reader: AddrReader = ipv4_of) -> tuple[NetInterf
 def ib_ports(root: Path) -> tuple[IbPort, ...] | None:
     """``/sys/class/infiniband``'s ports; ``()`` when absent (no RDMA driver)."""
     base = root / "sys" / "class" / "infiniband"
-    if not base.exists():
-        return ()
-    try:
-        devices = sorted(e.name for e in base.iterdir())
-    except (OSError, ValueError):
+    devices = infiniband_devices(root)
+    if devices is None:
         return None
     out: list[IbPort] = []
     for device in devices:

@@ -89,14 +89,23 @@ def ofed_info(root: Path, env: Mapping[str, str]) -> str | None:
     return None
 
 
+def infiniband_devices(root: Path) -> list[str] | None:
+    """The device names under ``/sys/class/infiniband``, sorted; ``[]`` when it is
+    absent (no RDMA driver), None when it cannot be listed."""
+    base = root / "sys" / "class" / "infiniband"
+    if not base.exists():
+        return []
+    try:
+        return sorted(e.name for e in base.iterdir())
+    except (OSError, ValueError):
+        return None
+
+
 def devices(root: Path) -> tuple[RdmaDevice, ...] | None:
     """``/sys/class/infiniband``'s devices with their firmware; ``()`` when absent."""
     base = root / "sys" / "class" / "infiniband"
-    if not base.exists():
-        return ()
-    try:
-        names = sorted(e.name for e in base.iterdir())
-    except (OSError, ValueError):
+    names = infiniband_devices(root)
+    if names is None:
         return None
     return tuple(
         RdmaDevice(
