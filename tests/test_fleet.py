@@ -85,12 +85,25 @@ def test_each_skew_names_the_odd_node_and_fact(odd: str, code: str, words: list[
 
 def test_odd_node_exits_1_and_json_names_it() -> None:
     code, out, err = run_cli(["fleet", "--snapshots", *BASE, "node05-torch.json", "--json"])
-    assert code == 1 and err == ""
+    # as check --json (issue 20): why it failed goes to stderr, the JSON stays clean
+    assert code == 1 and "FLEET-TORCH-SKEW" in err and "fleet failed: 1 error(s)" in err
     doc = json.loads(out)
     assert doc["schema"] == "gpudiag-fleet/1"
     assert [n["node"] for n in doc["nodes"]] == ["node01", "node02", "node05"]
     assert [f["code"] for f in doc["findings"]] == ["FLEET-TORCH-SKEW"]
     assert doc["findings"][0]["subject"] == "node05"
+
+
+@pytest.mark.parametrize("odd", ["node20-ofed", "node21-hca-fw", "node22-hpcx-ofed"])
+def test_a_warning_skew_fails_only_under_strict(odd: str) -> None:
+    # exit codes as for check (issue 19): warnings pass, unless --strict
+    code, out, err = run_cli(["fleet", "--snapshots", *BASE, f"{odd}.json"])
+    assert code == 0 and "warning" in out, out
+    code, out, err = run_cli(["fleet", "--snapshots", *BASE, f"{odd}.json", "--strict", "--json"])
+    assert code == 1 and "(--strict)" in err
+    assert all(f["severity"] == "warning" for f in json.loads(out)["findings"])
+    code, _, err = run_cli(["fleet", "--snapshots", *BASE, "--strict"])
+    assert code == 0 and err == ""
 
 
 def test_older_snapshots_compare_without_node_facts() -> None:

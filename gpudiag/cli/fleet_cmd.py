@@ -24,6 +24,7 @@ Examples:
   gpudiag fleet --probe                # and test MASTER_ADDR:MASTER_PORT
   gpudiag fleet --mpi 4 --probe --master-addr n01 --master-port 29500
   gpudiag fleet --snapshots n1.json n2.json   # snapshots taken another way
+  gpudiag fleet --strict               # pre-job: exit 1 on any skew
 
 \b
 Inside a Slurm allocation (SLURM_JOB_ID set) gpudiag runs one task per node
@@ -35,8 +36,9 @@ node listens on MASTER_ADDR:MASTER_PORT and every other node must connect to
 it; then neighbouring nodes run a short all-reduce (gloo, or NCCL on a GPU),
 naming a node that cannot connect, fails or is slow (FLEET-PROBE-). One row
 per node, then FLEET- findings naming the odd node(s) and the fact that
-differs (`gpudiag explain FLEET-GPU-COUNT`). Exit status: 0 no errors, 1
-errors found, 2 bad input (an unreadable snapshot, no allocation to run in).""",
+differs (`gpudiag explain FLEET-GPU-COUNT`). Exit status, as for check: 0 no
+errors, 1 errors found (or warnings, with --strict), 2 bad input (an
+unreadable snapshot, no allocation to run in).""",
 )
 @click.option(
     "--snapshots",
@@ -83,6 +85,7 @@ errors found, 2 bad input (an unreadable snapshot, no allocation to run in).""",
     default=None,
     help="The rendezvous port --probe tests [default: MASTER_PORT, else 29500].",
 )
+@click.option("--strict", is_flag=True, default=False, help="Exit 1 on warnings too.")
 @json_option
 def fleet(
     from_files: bool,
@@ -92,6 +95,7 @@ def fleet(
     probe: bool,
     master_addr: str | None,
     master_port: int | None,
+    strict: bool,
     as_json: bool,
 ) -> None:
     """Compare the nodes of an allocation: versions, GPUs, health and network."""
@@ -132,9 +136,14 @@ def fleet(
         findings += probe_findings(
             nodes, view.plan, view.reports, view.missing, cut_short=view.cut_short
         )
-    failed = any(f.severity == "error" for f in findings)
+    # as check: a skew that is only a warning (another HCA firmware) fails a pre-job
+    # gate that asks for a clean fleet (issue 19: exit codes as for check)
+    failed = any(f.severity == "error" or (strict and f.severity == "warning") for f in findings)
     if as_json:
+        from gpudiag.cli.gate import say_why_failed
+
         click.echo(json.dumps(fleet_to_json(nodes, findings, view), indent=2))
+        say_why_failed(findings, strict=strict, command="fleet")
     else:
         from gpudiag.cli.options import human_style
 
