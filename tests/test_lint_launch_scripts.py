@@ -65,3 +65,55 @@ def test_a_script_folder_s_subfolders_are_read(tmp_path: Path) -> None:
     sh = "python -m torch.distributed.launch --nproc_per_node=2 ../../train.py --deepspeed\n"
     (tmp_path / "bash_script" / "ZeroQuant" / "run.sh").write_text(sh)
     assert _severity(tmp_path, None) == ["warning"]
+
+
+# Issue 17: mmengine's examples/distributed_training.py reads LOCAL_RANK (in its Runner)
+# but declares only --local_rank, and docs/en/common_usage/distributed_training.md starts
+# it with torch.distributed.launch, which in torch 2.x passes --local-rank=N.
+READS_ENV = """\
+import argparse
+import os
+parser = argparse.ArgumentParser()
+parser.add_argument("--local_rank", type=int, default=0)
+args = parser.{parse}()
+local_rank = int(os.environ["LOCAL_RANK"])
+"""
+
+
+def _documented(tmp_path: Path, doc: str, parse: str = "parse_args") -> list[str]:
+    (tmp_path / "examples").mkdir()
+    (tmp_path / "examples" / "train.py").write_text(READS_ENV.format(parse=parse))
+    (tmp_path / "docs" / "en").mkdir(parents=True)
+    (tmp_path / "docs" / "en" / "distributed.md").write_text(doc)
+    report = lint_paths([str(tmp_path)])
+    return [f.finding.severity for f in report.findings if f.finding.code == "LINT-LOCAL-RANK-ARG"]
+
+
+LAUNCH_DOC = (
+    "Start it:\n\n```bash\npython -m torch.distributed.launch --nproc_per_node=8 \\\n"
+    "    examples/train.py --launcher pytorch\n```\n"
+)
+
+
+def test_a_documented_torch_distributed_launch_rejects_the_option(tmp_path: Path) -> None:
+    assert _documented(tmp_path, LAUNCH_DOC) == ["warning"]
+
+
+def test_also_documenting_torchrun_does_not_help_who_follows_the_launch_line(
+    tmp_path: Path,
+) -> None:
+    doc = LAUNCH_DOC + "\nOr:\n\n    torchrun --nproc-per-node 8 examples/train.py\n"
+    assert _documented(tmp_path, doc) == ["warning"]
+
+
+def test_documented_torchrun_only_stays_quiet(tmp_path: Path) -> None:
+    assert _documented(tmp_path, "torchrun --nproc-per-node 8 examples/train.py\n") == []
+
+
+def test_a_bare_file_name_in_a_document_does_not_count(tmp_path: Path) -> None:
+    # "train.py" in a document may be any project's train.py: only a path from the root
+    assert _documented(tmp_path, "python -m torch.distributed.launch train.py\n") == []
+
+
+def test_parse_known_args_keeps_the_unknown_spelling_aside(tmp_path: Path) -> None:
+    assert _documented(tmp_path, LAUNCH_DOC, parse="parse_known_args") == []

@@ -11,7 +11,9 @@ Read: the ``*.sh`` files in the script's folder, the folder above it and the fol
 one or two levels below it (``bash_script/ZeroQuant/``; at most :data:`MAX_SCRIPTS`
 folders and scripts per folder, each at most :data:`MAX_BYTES`), once per folder per
 run. A command (continuation lines joined) that names a launcher and the script's file
-name counts. Nothing is run.
+name counts. So does one in the project's documents (``*.md``, ``*.rst`` under the
+folder given to lint, at most :data:`MAX_DOCS`) that names the script by its path from
+that folder. Nothing is run.
 """
 
 from __future__ import annotations
@@ -21,6 +23,10 @@ import re
 
 MAX_SCRIPTS = 50
 MAX_BYTES = 256 * 1024
+#: The documents read under a root, and how deep below it (docs/en/common_usage/ is 3).
+MAX_DOCS = 400
+MAX_DOC_DEPTH = 4
+MAX_DOC_FOLDERS = 2000
 
 _LAUNCHERS = (
     ("torchrun", re.compile(r"(?:^|[\s;&|/])torchrun\b|torch\.distributed\.run\b")),
@@ -67,12 +73,49 @@ def _read_folder(folder: str) -> dict[str, frozenset[str]]:
     return {k: frozenset(v) for k, v in found.items()}
 
 
-class ShellLaunches:
-    """One lint run's reading of shell scripts, cached per folder."""
+def _read_docs(root: str) -> dict[str, frozenset[str]]:
+    """``{script path relative to root: launchers}`` from the commands in the project's
+    Markdown and reStructuredText files that name a script by its path from the root
+    (``python -m torch.distributed.launch … examples/distributed_training.py``, as
+    mmengine's docs/en/common_usage/distributed_training.md). A bare file name is not
+    taken from a document: it may name any ``train.py``."""
+    found: dict[str, set[str]] = {}
+    docs: list[str] = []
+    for seen, (folder, subs, files) in enumerate(os.walk(root)):
+        subs[:] = sorted(d for d in subs if not d.startswith(".") and d != "node_modules")
+        if folder[len(root) :].count(os.sep) >= MAX_DOC_DEPTH:
+            subs[:] = []
+        docs.extend(os.path.join(folder, f) for f in sorted(files) if f.endswith((".md", ".rst")))
+        if len(docs) >= MAX_DOCS or seen >= MAX_DOC_FOLDERS:
+            break  # a root that is no project (`gpudiag lint /`) costs a bounded walk
+    for path in docs[:MAX_DOCS]:
+        try:
+            with open(path, "rb") as handle:
+                text = handle.read(MAX_BYTES).decode("utf-8", "replace")
+        except OSError:
+            continue
+        for command in _commands(text):
+            launchers = {what for what, pattern in _LAUNCHERS if pattern.search(command)}
+            if not launchers:
+                continue
+            if _OLD_PYTHON.search(command):
+                launchers.add(OLD_TORCH)
+            for script in _PY.findall(command):
+                script = script.removeprefix("./")
+                if "/" in script and not script.startswith("/"):
+                    found.setdefault(os.path.normpath(script), set()).update(launchers)
+    return {k: frozenset(v) for k, v in found.items()}
 
-    def __init__(self) -> None:
+
+class ShellLaunches:
+    """One lint run's reading of shell scripts, cached per folder, and of the documents
+    under each root (``roots``: the folders given to lint)."""
+
+    def __init__(self, roots: tuple[str, ...] = ()) -> None:
         self._folders: dict[str, dict[str, frozenset[str]]] = {}
         self._subs: dict[str, list[str]] = {}
+        self.roots = roots
+        self._docs: dict[str, dict[str, frozenset[str]]] = {}
 
     def _below(self, here: str) -> list[str]:
         """The folders right below ``here``, at most :data:`MAX_SCRIPTS`."""
@@ -107,4 +150,12 @@ class ShellLaunches:
             if table is None:
                 table = self._folders[folder] = _read_folder(folder)
             out |= table.get(name, frozenset())
+        real = os.path.realpath(file)
+        for root in self.roots:
+            if not real.startswith(root.rstrip(os.sep) + os.sep):
+                continue
+            docs = self._docs.get(root)
+            if docs is None:
+                docs = self._docs[root] = _read_docs(root)
+            out |= docs.get(os.path.relpath(real, root), frozenset())
         return frozenset(out)

@@ -73,7 +73,7 @@ class Project(ModuleFinder):
         self._class_caps: dict[Sym, frozenset[str]] = {}
         self._backends: dict[Sym, frozenset[str | None]] = {}
         self._active: set[Sym] = set()
-        self.launches = ShellLaunches()  # how its shell scripts launch a file
+        self.launches = ShellLaunches(self.roots)  # how its scripts and docs launch a file
         #: how many modules were read for their summary (docs/lint.md: the cost)
         self.modules_read = 0
 

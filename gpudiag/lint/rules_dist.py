@@ -83,8 +83,12 @@ def local_rank_arg_rules(facts: Facts) -> list[Hit]:
     the launcher may well pass it (deepspeed's passes --local_rank:
     deepspeed/launcher/launch.py), or the option is defined in a function nothing in
     the file calls (who parses it, and how it is launched, is not visible)."""
-    if facts.reads_local_rank_env or facts.of("local_rank_dash"):
+    if facts.of("local_rank_dash"):
         return []
+    if facts.reads_local_rank_env:
+        # LOCAL_RANK is read, but torch 2's torch.distributed.launch, which the project's
+        # scripts or docs start it with, passes --local-rank: argparse rejects it
+        return _rejected_by_launch(facts)
     if facts.of("spawn_launch") and any(
         key == "local_rank" or key.endswith(".local_rank") for key in facts.assign_counts
     ):
@@ -103,7 +107,7 @@ def local_rank_arg_rules(facts: Facts) -> list[Hit]:
     for ev in facts.of("local_rank_arg"):
         note = ""
         if torch_launched:
-            note = f" The project's shell script starts it with {sorted(facts.launched_by)[0]}."
+            note = f" The project's scripts or docs start it with {sorted(facts.launched_by)[0]}."
         elif facts.frameworks:
             framework = sorted(facts.frameworks)[0]
             note = (
@@ -137,6 +141,40 @@ def local_rank_arg_rules(facts: Facts) -> list[Hit]:
             )
         )
     return out
+
+
+def _rejected_by_launch(facts: Facts) -> list[Hit]:
+    """``--local_rank`` declared alone, ``LOCAL_RANK`` read, and the project starts the
+    script with torch.distributed.launch only: torch 2.x's passes ``--local-rank=N``
+    (torch/distributed/launch.py), which ``parse_args`` rejects (``parse_known_args``
+    would keep it aside); that the project also shows torchrun does not help who follows
+    the launch line. Issue 17: mmengine's examples/distributed_training.py, which
+    its docs start so."""
+    launched = facts.launched_by
+    # one of the ways the project documents fails (torchrun beside it does not help)
+    if (
+        "torch.distributed.launch" not in launched
+        or launched & {"deepspeed", OLD_TORCH}
+        or any("parse_known_args" in line for line in facts.source_lines)
+    ):
+        return []
+    return [
+        hit(
+            ev.line,
+            ev.col,
+            "LINT-LOCAL-RANK-ARG",
+            "warning",
+            "The option is spelled --local_rank only, and the project's scripts or docs "
+            "start this script with torch.distributed.launch, which in torch 2.x passes "
+            "--local-rank=N: argparse rejects it before the script reads LOCAL_RANK.",
+            "Accept both spellings: parser.add_argument('--local-rank', '--local_rank', "
+            "type=int, default=int(os.environ.get('LOCAL_RANK', 0))), or start it with "
+            "torchrun.",
+            "error: unrecognized arguments: --local-rank=0",
+            "LOCAL_RANK",
+        )
+        for ev in facts.of("local_rank_arg")
+    ]
 
 
 def spawn_rules(facts: Facts) -> list[Hit]:
