@@ -41,6 +41,7 @@ from typing import Any
 
 from gpudiag.backends.net_libs import find_nccl_libs, find_net_plugins
 from gpudiag.backends.rdma import collect_rdma, infiniband_devices
+from gpudiag.backends.rdma import read_text as _read
 from gpudiag.model import IbGid, IbPort, NetInterface, NodeInfo, Route
 
 #: Variables recorded in ``node.nccl_env`` when set: the NCCL transport's, Gloo's,
@@ -71,14 +72,6 @@ RESOLVE_TIMEOUT_S = 2.0
 
 Resolver = Callable[[str], tuple[str, ...]]
 AddrReader = Callable[[str], tuple[str, ...] | None]
-
-
-def _read(path: Path, limit: int = 4096) -> str | None:
-    try:
-        with path.open("rb") as fh:
-            return fh.read(limit).decode("utf-8", errors="replace").strip()
-    except (OSError, ValueError):
-        return None
 
 
 def ipv4_of(name: str) -> tuple[str, ...] | None:

@@ -54,7 +54,8 @@ _HPCX_NAME = re.compile(r"hpcx-v?(\d+(?:\.\d+)*)-[^-]+-(.+)")
 _OFED_IN_NAME = re.compile(r"(MLNX_OFED_LINUX-\d+(?:\.\d+)*(?:-\d+(?:\.\d+)*)?)(?:-|$)")
 
 
-def _read(path: Path, limit: int = 4096) -> str | None:
+def read_text(path: Path, limit: int = 4096) -> str | None:
+    """A small sysfs/procfs file's text, stripped; None when it cannot be read."""
     try:
         with path.open("rb") as fh:
             return fh.read(limit).decode("utf-8", errors="replace").strip()
@@ -83,7 +84,7 @@ def ofed_info(root: Path, env: Mapping[str, str]) -> str | None:
         script = _under(root, folder) / "ofed_info"
         if not script.is_file():
             continue
-        text = _read(script, OFED_INFO_BYTES)
+        text = read_text(script, OFED_INFO_BYTES)
         match = _OFED_S.search(text or "")
         return match.group(1) if match else None
     return None
@@ -110,9 +111,9 @@ def devices(root: Path) -> tuple[RdmaDevice, ...] | None:
     return tuple(
         RdmaDevice(
             device=name,
-            fw_ver=_read(base / name / "fw_ver", 256) or None,
-            hca_type=_read(base / name / "hca_type", 256) or None,
-            board_id=_read(base / name / "board_id", 256) or None,
+            fw_ver=read_text(base / name / "fw_ver", 256) or None,
+            hca_type=read_text(base / name / "hca_type", 256) or None,
+            board_id=read_text(base / name / "board_id", 256) or None,
         )
         for name in names[:MAX_DEVICES]
     )
@@ -170,7 +171,7 @@ def find_hpcx(root: Path, env: Mapping[str, str]) -> HpcxInfo | None:
             real = folder.resolve()
         except (OSError, RuntimeError):
             continue
-        text = _read(real / "VERSION", 16384) or ""
+        text = read_text(real / "VERSION", 16384) or ""
         version, ofed = parse_hpcx_version_file(text)
         name_version, name_ofed = parse_hpcx_name(real.name)
         if not named and not text.lstrip().startswith("HPC-X") and name_version is None:
@@ -192,10 +193,10 @@ def collect_rdma(root: Path, env: Mapping[str, str]) -> RdmaStack:
     except OSError:
         loaded = None
     return RdmaStack(
-        kernel_release=_read(root / "proc" / "sys" / "kernel" / "osrelease", 256) or None,
+        kernel_release=read_text(root / "proc" / "sys" / "kernel" / "osrelease", 256) or None,
         mlx5_core_loaded=loaded,
-        mlx5_core_version=_read(module / "version", 256) or None if loaded else None,
-        mlx5_core_srcversion=_read(module / "srcversion", 256) or None if loaded else None,
+        mlx5_core_version=read_text(module / "version", 256) or None if loaded else None,
+        mlx5_core_srcversion=read_text(module / "srcversion", 256) or None if loaded else None,
         ofed=ofed_info(root, env),
         libibverbs=libibverbs(root, env),
         devices=devices(root),

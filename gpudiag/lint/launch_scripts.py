@@ -46,6 +46,24 @@ def _commands(text: str) -> list[str]:
     return [line.split("#", 1)[0] for line in joined.splitlines()]
 
 
+def _launches(path: str) -> list[tuple[set[str], list[str]]]:
+    """Each command of a file that names a launcher: (the launchers, the ``.py`` files
+    it names); empty when unreadable."""
+    try:
+        with open(path, "rb") as handle:
+            text = handle.read(MAX_BYTES).decode("utf-8", "replace")
+    except OSError:
+        return []
+    out: list[tuple[set[str], list[str]]] = []
+    for command in _commands(text):
+        launchers = {what for what, pattern in _LAUNCHERS if pattern.search(command)}
+        if launchers:
+            if _OLD_PYTHON.search(command):
+                launchers.add(OLD_TORCH)
+            out.append((launchers, _PY.findall(command)))
+    return out
+
+
 def _read_folder(folder: str) -> dict[str, frozenset[str]]:
     """``{script file name: the launchers that start it}`` from the folder's shell scripts."""
     found: dict[str, set[str]] = {}
@@ -55,20 +73,10 @@ def _read_folder(folder: str) -> dict[str, frozenset[str]]:
         return {}
     for name in names:
         path = os.path.join(folder, name)
-        try:
-            if not os.path.isfile(path):
-                continue
-            with open(path, "rb") as handle:
-                text = handle.read(MAX_BYTES).decode("utf-8", "replace")
-        except OSError:
+        if not os.path.isfile(path):
             continue
-        for command in _commands(text):
-            launchers = {what for what, pattern in _LAUNCHERS if pattern.search(command)}
-            if not launchers:
-                continue
-            if _OLD_PYTHON.search(command):
-                launchers.add(OLD_TORCH)
-            for script in _PY.findall(command):
+        for launchers, scripts in _launches(path):
+            for script in scripts:
                 found.setdefault(os.path.basename(script), set()).update(launchers)
     return {k: frozenset(v) for k, v in found.items()}
 
@@ -89,19 +97,8 @@ def _read_docs(root: str) -> dict[str, frozenset[str]]:
         if len(docs) >= MAX_DOCS or seen >= MAX_DOC_FOLDERS:
             break  # a root that is no project (`gpudiag lint /`) costs a bounded walk
     for path in docs[:MAX_DOCS]:
-        try:
-            with open(path, "rb") as handle:
-                text = handle.read(MAX_BYTES).decode("utf-8", "replace")
-        except OSError:
-            continue
-        for command in _commands(text):
-            launchers = {what for what, pattern in _LAUNCHERS if pattern.search(command)}
-            if not launchers:
-                continue
-            if _OLD_PYTHON.search(command):
-                launchers.add(OLD_TORCH)
-            for script in _PY.findall(command):
-                script = script.removeprefix("./")
+        for launchers, scripts in _launches(path):
+            for script in (s.removeprefix("./") for s in scripts):
                 if "/" in script and not script.startswith("/"):
                     found.setdefault(os.path.normpath(script), set()).update(launchers)
     return {k: frozenset(v) for k, v in found.items()}
