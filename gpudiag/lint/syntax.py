@@ -54,6 +54,13 @@ def flat_targets(target: ast.AST) -> list[ast.AST]:
 def inner_blocks(node: ast.AST) -> list[list[ast.stmt]]:
     """The statement lists directly inside a statement: ``body``, ``orelse``,
     ``finalbody``, then each ``except`` handler's and each ``case``'s body."""
+    kind = type(node)
+    if kind not in _HAS_BLOCKS:  # an assignment, a call, a return: most statements
+        _HAS_BLOCKS[kind] = any(
+            name in kind._fields for name in ("body", "orelse", "finalbody", "handlers", "cases")
+        )
+    if not _HAS_BLOCKS[kind]:
+        return []
     blocks: list[list[ast.stmt]] = []
     for name in ("body", "orelse", "finalbody"):
         inner = getattr(node, name, None)
@@ -62,6 +69,10 @@ def inner_blocks(node: ast.AST) -> list[list[ast.stmt]]:
     blocks.extend(handler.body for handler in getattr(node, "handlers", ()))
     blocks.extend(case.body for case in getattr(node, "cases", ()))
     return blocks
+
+
+#: whether a node type has statement lists inside (``_fields``: the grammar's, ast(3))
+_HAS_BLOCKS: dict[type, bool] = {}
 
 
 def statements(body: list[ast.stmt]) -> list[ast.stmt]:
