@@ -79,7 +79,7 @@ def _lint_files(
     driver: object,
 ) -> LintReport:
     from gpudiag.lint.report import LintReport
-    from gpudiag.lint.source import lint_file, place
+    from gpudiag.lint.source import lint_file
 
     findings: list[LintFinding] = []
     check_report = None
@@ -88,17 +88,17 @@ def _lint_files(
             gc.collect()
         found, facts, text = lint_file(file, project=project)
         if snapshot is not None and facts is not None:
-            from gpudiag.lint.against import check_script, merge
-            from gpudiag.lint.source import rules
+            from gpudiag.lint.against import lint_with_check
 
-            check_hits, report = check_script(
+            found, report = lint_with_check(
+                str(file),
                 facts,
+                text,
                 snapshot,
                 env=env or {},
                 driver=driver,  # type: ignore[arg-type]
             )
             check_report = check_report or report
-            found = place(str(file), merge(rules(facts), check_hits), text)
         findings.extend(found)
     return LintReport(tuple(str(f) for f in files), tuple(findings), check_report)
 

@@ -18,7 +18,7 @@ from gpudiag.core.check import Report, run_check
 from gpudiag.core.request import FROM_SNAPSHOT, CheckRequest, RequestError
 from gpudiag.core.visibility import DriverAsker
 from gpudiag.errors import GpudiagInputError
-from gpudiag.lint.codes import Hit
+from gpudiag.lint.codes import Hit, LintFinding
 from gpudiag.lint.exprs import MAX_CONST_ITEMS
 from gpudiag.lint.facts import Event, Facts
 from gpudiag.lint.rules_dp import script_mask
@@ -257,3 +257,20 @@ def merge(lint_hits: list[Hit], check_hits: list[Hit]) -> list[Hit]:
         and (h.line, CORRECTED.get(h.finding.code)) not in covered
     ]
     return kept + check_hits
+
+
+def lint_with_check(
+    path: str,
+    facts: Facts,
+    text: str,
+    snapshot: Snapshot,
+    *,
+    env: Mapping[str, str],
+    driver: DriverAsker | None = None,
+) -> tuple[list[LintFinding], Report]:
+    """``lint --check`` on one script: its lint findings and ``check``'s with the values
+    it hard-codes, merged and placed (suppressions applied); and the check report."""
+    from gpudiag.lint.source import place, rules  # source imports the rules, not this
+
+    hits, report = check_script(facts, snapshot, env=env, driver=driver)
+    return place(path, merge(rules(facts), hits), text), report

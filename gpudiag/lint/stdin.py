@@ -49,7 +49,7 @@ def lint_stdin(
     """Lint ``data`` as the file ``name``; with ``snapshot``, also run ``check`` with the
     values it hard-codes (``gpudiag lint - --check``), as :func:`gpudiag.lint.lint_paths`."""
     from gpudiag.lint.report import LintReport
-    from gpudiag.lint.source import decode, lint_text, parse_error, place, rules
+    from gpudiag.lint.source import decode, lint_text, parse_error
 
     try:
         text = decode(data)
@@ -58,13 +58,14 @@ def lint_stdin(
     findings, facts = lint_text(text, name)
     check_report = None
     if snapshot is not None and facts is not None:
-        from gpudiag.lint.against import check_script, merge
+        from gpudiag.lint.against import lint_with_check
 
-        hits, check_report = check_script(
+        findings, check_report = lint_with_check(
+            name,
             facts,
+            text,
             snapshot,
             env=env or {},
             driver=driver,  # type: ignore[arg-type]
         )
-        findings = place(name, merge(rules(facts), hits), text)
     return LintReport((name,), tuple(findings), check_report)
