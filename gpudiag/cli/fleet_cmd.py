@@ -138,10 +138,10 @@ def fleet(
         )
     # as check: a skew that is only a warning (another HCA firmware) fails a pre-job
     # gate that asks for a clean fleet (issue 19: exit codes as for check)
-    failed = any(f.severity == "error" or (strict and f.severity == "warning") for f in findings)
-    if as_json:
-        from gpudiag.cli.gate import say_why_failed
+    from gpudiag.cli.gate import failing, say_why_failed
 
+    failed = bool(failing(findings, strict=strict))
+    if as_json:
         click.echo(json.dumps(fleet_to_json(nodes, findings, view), indent=2))
         say_why_failed(findings, strict=strict, command="fleet")
     else:

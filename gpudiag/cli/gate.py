@@ -115,6 +115,12 @@ def say_dropped(dropped: Sequence[Finding]) -> None:
 _LINE_CHARS = 100
 
 
+def failing(findings: Sequence[Finding], *, strict: bool) -> list[Finding]:
+    """The findings that fail the gate: errors, and warnings too under ``--strict``
+    (as :meth:`gpudiag.core.check.Report.exit_code` counts them)."""
+    return [f for f in findings if f.severity == "error" or (strict and f.severity == "warning")]
+
+
 def say_why_failed(findings: Sequence[Finding], *, strict: bool, command: str) -> None:
     """On stderr, one line per finding that fails the gate, when stdout is JSON.
 
@@ -126,16 +132,16 @@ def say_why_failed(findings: Sequence[Finding], *, strict: bool, command: str) -
     from gpudiag.render.text import safe
 
     width = min(_LINE_CHARS, shutil.get_terminal_size((_LINE_CHARS, 24)).columns)
-    failing = [f for f in findings if f.severity == "error" or (strict and f.severity == "warning")]
-    for f in failing:
+    failed = failing(findings, strict=strict)
+    for f in failed:
         line = f"gpudiag: {f.severity} {f.code}: " + safe(f.message).split(". ")[0].rstrip(".")
         if len(line) > width:
             line = line[: width - 1].rstrip() + "…"
         click.echo(line, err=True)
-    if failing:
+    if failed:
         what = "error(s)" if not strict else "error(s) or warning(s) (--strict)"
         click.echo(
-            f"gpudiag: {command} failed: {len(failing)} {what}; the JSON report has the fixes",
+            f"gpudiag: {command} failed: {len(failed)} {what}; the JSON report has the fixes",
             err=True,
         )
 

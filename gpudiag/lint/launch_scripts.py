@@ -139,7 +139,8 @@ class ShellLaunches:
 
     def launchers_of(self, file: str) -> frozenset[str]:
         """The launchers the project's shell scripts start ``file`` with (empty: none seen)."""
-        here = os.path.dirname(os.path.realpath(file))
+        real = os.path.realpath(file)
+        here = os.path.dirname(real)
         name = os.path.basename(file)
         out: set[str] = set()
         for folder in dict.fromkeys((here, os.path.dirname(here), *self._subfolders(here))):
@@ -147,7 +148,6 @@ class ShellLaunches:
             if table is None:
                 table = self._folders[folder] = _read_folder(folder)
             out |= table.get(name, frozenset())
-        real = os.path.realpath(file)
         for root in self.roots:
             if not real.startswith(root.rstrip(os.sep) + os.sep):
                 continue
