@@ -30,7 +30,7 @@ import re
 
 from gpudiag.lint.codes import Hit, hit
 from gpudiag.lint.facts import Event, Facts
-from gpudiag.lint.rules_device import _rank_process, _unseen, per_rank_mask, uses_ddp
+from gpudiag.lint.rules_device import per_rank_mask, rank_process, unseen_setup, uses_ddp
 
 _SETS = ("set_device", "set_device_via")
 #: an ``if`` test that holds on rank 0 only: ``rank == 0``, ``local_rank in [-1, 0]``,
@@ -95,7 +95,7 @@ def context_rules(facts: Facts) -> list[Hit]:
 def _context_before_set_device(facts: Facts) -> list[Hit]:
     out: list[Hit] = []
     for ev in facts.of("context_call"):
-        if ev.data.get("set_before") or not _rank_process(facts, ev.proc):
+        if ev.data.get("set_before") or not rank_process(facts, ev.proc):
             continue
         found = [facts.first_after(kind, ev.proc, ev.seq) for kind in _SETS]
         later = min((e for e in found if e is not None), key=lambda e: e.seq, default=None)
@@ -109,7 +109,7 @@ def _context_before_set_device(facts: Facts) -> list[Hit]:
 
         if exclusive(facts, ev.node, later.node) or _one_process_only(facts, ev):
             continue
-        unseen = _unseen(facts, ev)
+        unseen = unseen_setup(facts, ev)
         if unseen is None and enclosing_function(facts, ev.node) is not enclosing_function(
             facts, later.node
         ):
@@ -167,7 +167,7 @@ def _load_without_map_location(facts: Facts) -> list[Hit]:
             feeds.setdefault(id(origin), []).append(ld)
     out: list[Hit] = []
     for ev in loads:
-        if not _rank_process(facts, ev.proc) or _one_process_only(facts, ev):
+        if not rank_process(facts, ev.proc) or _one_process_only(facts, ev):
             continue
         into = feeds.get(id(ev.node), [])
         unseen: str | None = None

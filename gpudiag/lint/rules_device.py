@@ -55,7 +55,7 @@ def opaque_text(op: Event) -> str:
     return f"{shown.text(op.text('what'))} (line {op.line}), which {which},"
 
 
-def _unseen(facts: Facts, ev: Event) -> str | None:
+def unseen_setup(facts: Facts, ev: Event) -> str | None:
     """What lint cannot see that may have set this rank's device before ``ev``: a
     framework, or a call it cannot follow in the same process before it (anywhere, for a
     function nothing in the file calls)."""
@@ -69,7 +69,7 @@ def _unseen(facts: Facts, ev: Event) -> str | None:
     return None
 
 
-def _rank_process(facts: Facts, proc: str) -> bool:
+def rank_process(facts: Facts, proc: str) -> bool:
     """Whether ``proc`` is a rank: not the parent of a script that starts its own ranks."""
     if proc != "main":
         return True
@@ -92,7 +92,7 @@ def _no_set_device(facts: Facts) -> list[Hit]:
             continue
         if ev.proc.startswith("def:") and set_procs - {ev.proc}:
             continue  # set elsewhere, in an order the walker cannot know
-        if not _rank_process(facts, ev.proc):
+        if not rank_process(facts, ev.proc):
             continue  # the parent, before it starts the ranks: one process
         from gpudiag.findings.texts import duplicate_gpu_text  # imported on a hit only: start-up
 
@@ -109,7 +109,7 @@ def _no_set_device(facts: Facts) -> list[Hit]:
                 f"(torch.cuda.set_device(local_rank)), so {what} puts every rank's tensors "
                 "on cuda:0"
             )
-        unseen = _unseen(facts, ev)
+        unseen = unseen_setup(facts, ev)
         note = f" Not certain: {unseen}." if unseen else ""
         out.append(
             hit(
@@ -140,9 +140,9 @@ def _current_device(facts: Facts) -> list[Hit]:
     for ev in facts.of("current_device_use"):
         if ev.proc not in explicit or ev.proc.startswith("def:"):
             continue
-        if not _rank_process(facts, ev.proc):
+        if not rank_process(facts, ev.proc):
             continue
-        unseen = _unseen(facts, ev)
+        unseen = unseen_setup(facts, ev)
         note = f" Not certain: {unseen}." if unseen else ""
         what = ev.text("what")
         out.append(
@@ -178,9 +178,9 @@ def _constant(facts: Facts) -> list[Hit]:
         k = _constant_ordinal(ev)
         if k is None or ev.proc in variable or ev.proc in procs_with_rank:
             continue
-        if ev.proc.startswith("def:") or not _rank_process(facts, ev.proc):
+        if ev.proc.startswith("def:") or not rank_process(facts, ev.proc):
             continue
-        unseen = _unseen(facts, ev)
+        unseen = unseen_setup(facts, ev)
         note = f" Not certain: {unseen}." if unseen else ""
         from gpudiag.findings.texts import duplicate_gpu_text  # on a hit only
 
