@@ -270,7 +270,8 @@ def lint_with_check(
 ) -> tuple[list[LintFinding], Report]:
     """``lint --check`` on one script: its lint findings and ``check``'s with the values
     it hard-codes, merged and placed (suppressions applied); and the check report."""
-    from gpudiag.lint.source import place, rules  # source imports the rules, not this
+    from gpudiag.lint.source import rules  # source imports the rules, not this
+    from gpudiag.lint.suppression import place
 
     hits, report = check_script(facts, snapshot, env=env, driver=driver)
     return place(path, merge(rules(facts), hits), text), report
