@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from gpudiag.lint.codes import CODES, LintFinding
 
 if TYPE_CHECKING:
+    from gpudiag.core.check import Report
     from gpudiag.lint.project import Project
     from gpudiag.lint.report import LintReport
     from gpudiag.model import Snapshot
@@ -81,12 +82,22 @@ def _lint_files(
     from gpudiag.lint.report import LintReport
     from gpudiag.lint.source import lint_file
 
-    findings: list[LintFinding] = []
-    check_report = None
-    for count, file in enumerate(files, 1):
+    # A module another file's lint read keeps its tree for its own lint, which runs next
+    # (Project.take_tree); the report keeps the files' order.
+    project.pending = {project.real(os.fspath(f)): place for place, f in enumerate(files)}
+    results: list[tuple[list[LintFinding], Report | None] | None] = [None] * len(files)
+    first_left = 0
+    for count in range(1, len(files) + 1):
         if count % _COLLECT_EVERY == 0:
             gc.collect()
+        place = next(iter(project.kept), None)
+        if place is None:
+            while results[first_left] is not None:
+                first_left += 1
+            place = first_left
+        file = files[place]
         found, facts, text = lint_file(file, project=project)
+        report = None
         if snapshot is not None and facts is not None:
             from gpudiag.lint.against import lint_with_check
 
@@ -98,8 +109,10 @@ def _lint_files(
                 env=env or {},
                 driver=driver,  # type: ignore[arg-type]
             )
-            check_report = check_report or report
-        findings.extend(found)
+        results[place] = (found, report)
+    findings = [f for done in results if done is not None for f in done[0]]
+    reports = (done[1] for done in results if done is not None and done[1] is not None)
+    check_report = next(reports, None)
     return LintReport(tuple(str(f) for f in files), tuple(findings), check_report)
 
 

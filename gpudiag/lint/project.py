@@ -38,6 +38,9 @@ MAX_HOPS = 8
 MAX_CALL_DEPTH = 10
 #: The largest module read for its summary (lint's own per-file limit).
 MAX_MODULE_BYTES = 4 * 1024 * 1024
+#: The most source kept parsed for the run's own lint of it (:meth:`Project.take_tree`):
+#: a tree takes about ten times its source's memory.
+MAX_KEPT_BYTES = 2 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,13 @@ class Project(ModuleFinder):
         self.launches = ShellLaunches(self.roots)  # how its scripts and docs launch a file
         #: how many modules were read for their summary (docs/lint.md: the cost)
         self.modules_read = 0
+        #: the files the run lints, by real path -> their place in its order: a module
+        #: read for its summary that is one of them keeps its tree (``kept``, by place)
+        #: for its own lint, which the run does next: each file is parsed once, not twice
+        #: (issue 17: reading the modules a file imports was a tenth of lint's time)
+        self.pending: dict[str, int] = {}
+        self.kept: dict[int, tuple[bytes, ast.Module]] = {}
+        self._kept_bytes = 0
 
     # ------------------------------------------------------------------ finding modules
 
@@ -161,9 +171,27 @@ class Project(ModuleFinder):
         except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
             return None
         self.modules_read += 1
+        place = self.pending.get(module)
+        if place is not None and self._kept_bytes + len(data) <= MAX_KEPT_BYTES:
+            self.kept[place] = (data, tree)
+            self._kept_bytes += len(data)
         result = S.summarise(tree, module, data)
         self._summaries[module] = result
         return result
+
+    def real(self, file: str) -> str:
+        """``file`` in its real folder, as the module paths found from imports are."""
+        return os.path.join(self.folder(file), os.path.basename(file))
+
+    def take_tree(self, file: str, data: bytes) -> ast.Module | None:
+        """The tree kept for ``file`` when its summary parsed these very bytes; the file
+        is no longer pending (its lint has begun)."""
+        place = self.pending.pop(self.real(file), None)
+        kept = self.kept.pop(place, None) if place is not None else None
+        if kept is None:
+            return None
+        self._kept_bytes -= len(kept[0])
+        return kept[1] if kept[0] == data else None
 
     # ------------------------------------------------------------------ what code does
 
