@@ -34,6 +34,28 @@ _MAX_KEPT = 64
 _MAX_DEPTH = 12
 
 
+#: statements that hold no other statement: most of a file, passed over at once
+_SIMPLE = frozenset(
+    {
+        ast.Expr,
+        ast.Assign,
+        ast.AugAssign,
+        ast.AnnAssign,
+        ast.Return,
+        ast.Import,
+        ast.ImportFrom,
+        ast.Pass,
+        ast.Break,
+        ast.Continue,
+        ast.Raise,
+        ast.Assert,
+        ast.Delete,
+        ast.Global,
+        ast.Nonlocal,
+    }
+)
+
+
 class _Survey:
     """The definitions, found by walking statements only (expressions hold no ``def``).
 
@@ -54,6 +76,8 @@ class _Survey:
         ]
         while stack:
             node, cls = stack.pop()
+            if type(node) in _SIMPLE:
+                continue
             inner: list[tuple[ast.stmt, ast.ClassDef | None]]
             if isinstance(node, ast.ClassDef):
                 self.classes.setdefault(node.name, node)
