@@ -13,6 +13,7 @@ import pytest
 from gpudiag.lint import lint_paths
 from gpudiag.lint import project as P
 from gpudiag.lint.project import Project
+from gpudiag.lint.summary import Def, ModuleSummary
 
 from .conftest import load_fixture
 
@@ -119,3 +120,45 @@ def test_check_reports_the_first_file_in_order(
     assert report.check is not None and alone.check is not None
     assert alone.check != last.check  # the test can tell the first file from the last
     assert report.check == alone.check
+
+
+_SETUP = """
+    import os
+    import torch
+
+
+    class Runner:
+        @staticmethod
+        def init(rank):
+            torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+            helper(rank)
+
+
+    def setup():
+        Runner.init(0)
+"""
+
+
+def _defs(summary: ModuleSummary) -> list[Def]:
+    methods = [m for c in summary.classes.values() for m in c.methods.values()]
+    return [summary.top, *summary.funcs.values(), *methods]
+
+
+def test_functions_read_from_a_kept_tree_as_from_their_lines(tmp_path: Path) -> None:
+    (tmp_path / "setup_mod.py").write_text(textwrap.dedent(_SETUP), encoding="utf-8")
+    module = str(tmp_path / "setup_mod.py")
+    kept, plain = Project([str(tmp_path)]), Project([str(tmp_path)])
+    kept.pending = {kept.real(module): 0}
+    one, two = kept.summary(kept.real(module)), plain.summary(plain.real(module))
+    assert one is not None and two is not None and list(kept.kept) == [0]
+    assert all(d._where.kept is not None for d in _defs(one))
+    assert all(d._where.kept is None for d in _defs(two))
+    init = one.classes["Runner"].methods["init"]
+    assert init.caps == two.classes["Runner"].methods["init"].caps
+    assert init.calls == two.classes["Runner"].methods["init"].calls
+    assert {"set_device", "local_rank_env"} <= init.caps and "helper" in init.calls
+    # its own lint takes the tree: what is not read yet lets go of it
+    assert kept.take_tree(module, (tmp_path / "setup_mod.py").read_bytes()) is not None
+    left = [d for d in _defs(one) if d._where is not None]
+    assert left and all(d._where.kept is None for d in left)
+    assert one.funcs["setup"].calls == two.funcs["setup"].calls == ["Runner.init"]

@@ -172,10 +172,12 @@ class Project(ModuleFinder):
             return None
         self.modules_read += 1
         place = self.pending.get(module)
+        kept = False
         if place is not None and self._kept_bytes + len(data) <= MAX_KEPT_BYTES:
             self.kept[place] = (data, tree)
             self._kept_bytes += len(data)
-        result = S.summarise(tree, module, data)
+            kept = True
+        result = S.summarise(tree, module, data, kept=kept)
         self._summaries[module] = result
         return result
 
@@ -186,11 +188,15 @@ class Project(ModuleFinder):
     def take_tree(self, file: str, data: bytes) -> ast.Module | None:
         """The tree kept for ``file`` when its summary parsed these very bytes; the file
         is no longer pending (its lint has begun)."""
-        place = self.pending.pop(self.real(file), None)
+        real = self.real(file)
+        place = self.pending.pop(real, None)
         kept = self.kept.pop(place, None) if place is not None else None
         if kept is None:
             return None
         self._kept_bytes -= len(kept[0])
+        summary = self._summaries.get(real)
+        if summary is not None:
+            summary.release()  # its functions not read yet: from their lines
         return kept[1] if kept[0] == data else None
 
     # ------------------------------------------------------------------ what code does

@@ -89,6 +89,10 @@ class Def:
         self._read()
         return self._local
 
+    def release(self) -> None:
+        if self._where is not None:
+            self._where.kept = None
+
     def _read(self) -> None:
         where, self._where = self._where, None
         if where is None:
@@ -147,10 +151,12 @@ def _child_fields(kind: type) -> tuple[str, ...]:
 class _Where:
     """A function's lines in its module (``first`` 0: the module's own code)."""
 
-    __slots__ = ("col", "def_line", "first", "last", "lines")
+    __slots__ = ("col", "def_line", "first", "kept", "last", "lines")
 
-    def __init__(self, lines: list[bytes], node: ast.AST | None = None) -> None:
+    def __init__(self, lines: list[bytes], node: ast.AST | None = None, kept: bool = False) -> None:
         self.lines = lines
+        #: the node itself while its module's tree is kept (ModuleSummary.release)
+        self.kept = node if kept else None
         self.first = self.last = self.def_line = self.col = 0
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             self.def_line = node.lineno
@@ -159,6 +165,10 @@ class _Where:
             self.col = node.col_offset
 
     def roots(self) -> list[ast.AST]:
+        if isinstance(self.kept, ast.Module):
+            return list(self.kept.body)
+        if self.kept is not None:
+            return list(ast.iter_child_nodes(self.kept))
         if self.first == 0:
             return list(_parse(self.lines).body)
         segment = b"\n".join(self.lines[self.first - 1 : self.last])
@@ -224,6 +234,15 @@ class ModuleSummary:
     #: what its module-level code does when it is imported (not under __name__ == "__main__")
     top: Def = field(default_factory=Def)
 
+    def release(self) -> None:
+        """Let go of the module's syntax tree: a function not read yet is read from its
+        own lines."""
+        for cls in self.classes.values():
+            for found in cls.methods.values():
+                found.release()
+        for found in (self.top, *self.funcs.values()):
+            found.release()
+
 
 def import_aliases(stmt: ast.Import | ast.ImportFrom) -> list[tuple[str, str]]:
     """(name bound, dotted path) for each name an import binds; a relative import's path
@@ -248,14 +267,17 @@ def import_aliases(stmt: ast.Import | ast.ImportFrom) -> list[tuple[str, str]]:
     return out
 
 
-def summarise(tree: ast.Module, path: str, source: bytes = b"") -> ModuleSummary:
+def summarise(
+    tree: ast.Module, path: str, source: bytes = b"", *, kept: bool = False
+) -> ModuleSummary:
     """The module's imports, functions, classes and methods, found by walking its
     statements (iteratively: no recursion); what each function does is read when first
-    asked, from ``source`` (:class:`Def`)."""
+    asked, from ``source`` (:class:`Def`), or from ``tree`` while it is ``kept`` (until
+    :meth:`ModuleSummary.release`)."""
     out = ModuleSummary(path)
     # the lines as the parser numbers them (\r\n, \r and \n end a line)
     lines = source.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
-    out.top = Def(_Where(lines), out.aliases)
+    out.top = Def(_Where(lines, tree, kept), out.aliases)
     # (statement, at module level, its class or None); a function's body is not entered
     stack: list[tuple[ast.stmt, bool, ClassInfo | None]] = [
         (node, True, None) for node in reversed(tree.body)
@@ -268,7 +290,7 @@ def summarise(tree: ast.Module, path: str, source: bytes = b"") -> ModuleSummary
             table = cls.methods if cls is not None else out.funcs
             if node.name not in table:  # the first definition of a name (as before)
                 # decorators and defaults are the function's code too, as before
-                table[node.name] = Def(_Where(lines, node), out.aliases)
+                table[node.name] = Def(_Where(lines, node, kept), out.aliases)
             continue
         if isinstance(node, ast.ClassDef) and at_top:
             info = ClassInfo(bases=[t for t in map(dotted_key, node.bases) if t is not None])
