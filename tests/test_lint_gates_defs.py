@@ -57,6 +57,33 @@ class C(torch.nn.Module):
     assert _found(text, "LINT-AMP-DEPRECATED") == [(5, "warning"), (10, "warning"), (16, "warning")]
 
 
+@pytest.mark.parametrize(
+    "calls",
+    [
+        ["first = make().cuda()", "second = make()", "third = make()"],
+        ["first = make(2).cuda()", "second = make(4)", "third = make(2)"],
+    ],
+)
+def test_a_body_walked_twice_still_returns_at_a_third_call(calls: list[str]) -> None:
+    """A body is walked at most twice (issue 17: lint's time); a later call with the
+    arguments of an earlier walk gets what that walk returned: the CPU module here."""
+    text = "\n".join(
+        [
+            "import os",
+            "import torch",
+            "import torch.distributed as dist",
+            "from torch.nn.parallel import DistributedDataParallel as DDP",
+            "def make(n=2):",
+            "    return torch.nn.Linear(n, n)",
+            'dist.init_process_group("nccl")',
+            "torch.cuda.set_device(int(os.environ['LOCAL_RANK']))",
+            *calls,
+            "model = DDP(third, device_ids=[0])",
+        ]
+    )
+    assert [line for line, _ in _found(text, "LINT-DDP-DEVICE-IDS-CPU")] == [12]
+
+
 def test_both_definitions_under_if_else_are_read() -> None:
     text = """\
 import torch
