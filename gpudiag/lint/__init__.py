@@ -47,7 +47,7 @@ def lint_paths(
         GpudiagInputError: a path that does not exist or cannot be read.
     """
     from gpudiag.lint.project import Project
-    from gpudiag.lint.source import collect_paths
+    from gpudiag.lint.source import collect_paths, no_cyclic_gc
 
     if isinstance(paths, (str, os.PathLike)):
         # one path, not the characters of one (issue 21: "/dev/null" walked "/")
@@ -60,13 +60,8 @@ def lint_paths(
     # read so far, again and again: 5% of a run on the corpus (issue 17: lint's time).
     # A file's walk leaves no cycles (the peak memory of a corpus run is the same
     # without it); one collection every _COLLECT_EVERY files bounds what one could leave.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    with no_cyclic_gc():
         return _lint_files(files, project, snapshot, env, driver)
-    finally:
-        if collecting:
-            gc.enable()
 
 
 _COLLECT_EVERY = 512

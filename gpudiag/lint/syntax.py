@@ -54,12 +54,7 @@ def flat_targets(target: ast.AST) -> list[ast.AST]:
 def inner_blocks(node: ast.AST) -> list[list[ast.stmt]]:
     """The statement lists directly inside a statement: ``body``, ``orelse``,
     ``finalbody``, then each ``except`` handler's and each ``case``'s body."""
-    kind = type(node)
-    if kind not in _HAS_BLOCKS:  # an assignment, a call, a return: most statements
-        _HAS_BLOCKS[kind] = any(
-            name in kind._fields for name in ("body", "orelse", "finalbody", "handlers", "cases")
-        )
-    if not _HAS_BLOCKS[kind]:
+    if not holds_blocks(type(node)):  # an assignment, a call, a return: most statements
         return []
     blocks: list[list[ast.stmt]] = []
     for name in ("body", "orelse", "finalbody"):
@@ -71,7 +66,17 @@ def inner_blocks(node: ast.AST) -> list[list[ast.stmt]]:
     return blocks
 
 
-#: whether a node type has statement lists inside (``_fields``: the grammar's, ast(3))
+def holds_blocks(kind: type) -> bool:
+    """Whether a node type has statement lists inside (``_fields``: the grammar's, ast(3))."""
+    found = _HAS_BLOCKS.get(kind)
+    if found is None:
+        found = _HAS_BLOCKS[kind] = any(
+            name in getattr(kind, "_fields", ())
+            for name in ("body", "orelse", "finalbody", "handlers", "cases")
+        )
+    return found
+
+
 _HAS_BLOCKS: dict[type, bool] = {}
 
 

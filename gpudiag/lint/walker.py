@@ -25,7 +25,7 @@ from gpudiag.lint import names as N
 from gpudiag.lint.amp_calls import AmpCalls
 from gpudiag.lint.exprs import MAX_NESTING
 from gpudiag.lint.facts import Facts
-from gpudiag.lint.syntax import dotted_key, dotted_prefixes, inner_blocks, unparse
+from gpudiag.lint.syntax import dotted_key, dotted_prefixes, holds_blocks, inner_blocks, unparse
 from gpudiag.lint.values import UNKNOWN, Val, const, union
 
 #: how many times one body is followed (four, before, cost 7% of the corpus run and
@@ -34,28 +34,6 @@ _MAX_INLINE = 2
 #: the ``self.…`` names kept from a class's ``__init__`` for its other methods
 _MAX_KEPT = 64
 _MAX_DEPTH = 12
-
-
-#: statements that hold no other statement: most of a file, passed over at once
-_SIMPLE = frozenset(
-    {
-        ast.Expr,
-        ast.Assign,
-        ast.AugAssign,
-        ast.AnnAssign,
-        ast.Return,
-        ast.Import,
-        ast.ImportFrom,
-        ast.Pass,
-        ast.Break,
-        ast.Continue,
-        ast.Raise,
-        ast.Assert,
-        ast.Delete,
-        ast.Global,
-        ast.Nonlocal,
-    }
-)
 
 
 class _Survey:
@@ -78,8 +56,8 @@ class _Survey:
         ]
         while stack:
             node, cls = stack.pop()
-            if type(node) in _SIMPLE:
-                continue
+            if not holds_blocks(type(node)):
+                continue  # most of a file: no statement inside, so no definition
             inner: list[tuple[ast.stmt, ast.ClassDef | None]]
             if isinstance(node, ast.ClassDef):
                 self.classes.setdefault(node.name, node)
