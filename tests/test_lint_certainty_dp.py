@@ -244,6 +244,33 @@ def test_device_ids_cpu_every_occurrence() -> None:
     assert found == [(5, "error"), (6, "error")]
 
 
+def test_device_ids_cpu_a_container_of_moved_modules_is_not_on_the_cpu() -> None:
+    """nn.Sequential(trunk, head) after trunk.to(device) and head.to(device) is on the GPU
+    (issue 17, the held-out corpus: fairscale's OSS tests); a container of modules built
+    on the CPU, or of CPU modules moved nowhere, still is on the CPU."""
+    found = _codes(
+        """
+        import os
+        import torch
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        rank = int(os.environ["LOCAL_RANK"])
+        dist.init_process_group("nccl")
+        torch.cuda.set_device(rank)
+        trunk = torch.nn.Linear(3, 5)
+        trunk.to(torch.device("cuda"))
+        head = torch.nn.Linear(5, 3).to(torch.device("cuda"))
+        moved = DDP(torch.nn.Sequential(trunk, head), device_ids=[rank])
+        listed = DDP(torch.nn.ModuleList([head]), device_ids=[rank])
+        cpu = DDP(torch.nn.Sequential(torch.nn.Linear(3, 5), torch.nn.ReLU()), device_ids=[rank])
+        cpu_list = DDP(torch.nn.ModuleList([torch.nn.Linear(3, 5)]), device_ids=[rank])
+        """,
+        "LINT-DDP-DEVICE-IDS-CPU",
+    )
+    assert found == [(15, "error"), (16, "error")]
+
+
 # ---------------------------------------------------------------- CUDA_VISIBLE_DEVICES
 
 

@@ -84,6 +84,40 @@ def test_a_body_walked_twice_still_returns_at_a_third_call(calls: list[str]) -> 
     assert [line for line, _ in _found(text, "LINT-DDP-DEVICE-IDS-CPU")] == [12]
 
 
+_SPAWNED_TWICE = """\
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+def _init(rank, world_size):
+    dist.init_process_group("nccl", rank=rank, world_size=world_size)
+    torch.cuda.set_device(rank)
+
+def _worker(rank, world_size):
+    _init(rank, world_size)
+    model = torch.nn.Linear(2, 2).cuda()
+    DDP(model, device_ids=[rank])
+
+def test_one():
+    mp.spawn(_worker, args=(2,), nprocs=2)
+
+def test_two():
+    mp.spawn(_worker, args=(4,), nprocs=4)
+"""
+
+
+def test_a_body_not_walked_again_still_sets_the_device() -> None:
+    """A helper walked twice already (on its own, then from ``_worker``) is not walked in
+    the spawned rank; its ``set_device`` still counts there (issue 17, the held-out
+    corpus: fairscale's tests set the device in a ``_dist_init`` helper of the same
+    file, and every placement after it was a false LINT-DDP-NO-SET-DEVICE error)."""
+    assert _found(_SPAWNED_TWICE, "LINT-DDP-NO-SET-DEVICE") == []
+    # the same script whose helper does not set the device is still an error, in the rank
+    unset = _SPAWNED_TWICE.replace("    torch.cuda.set_device(rank)\n", "")
+    assert _found(unset, "LINT-DDP-NO-SET-DEVICE") == [(11, "error")]
+
+
 def test_both_definitions_under_if_else_are_read() -> None:
     text = """\
 import torch

@@ -112,7 +112,7 @@ class CallSemantics(ObjectCalls, Semantics):
         if name == "dict" and len(args) == 1 and is_environ(args[0]):
             return ENVIRON  # env = dict(os.environ): a copy (issue 17)
         if name in self.funcs:
-            return self.inline(self.funcs[name], args, kwargs)
+            return self.inline(self.funcs[name], args, kwargs, at=node)
         if name in self.classes:
             cls = self.classes[name]
             init = next(
@@ -125,7 +125,7 @@ class CallSemantics(ObjectCalls, Semantics):
                 None,
             )
             if init is not None:
-                self.inline(init, args, kwargs, skip_self=True)
+                self.inline(init, args, kwargs, skip_self=True, at=node)
             is_module = any("Module" in unparse(b) for b in cls.bases)
             # a model that puts its own layers on a GPU in __init__ is not on the CPU
             moved = init is not None and (uses_cuda(init) or self.moves_itself(init))
@@ -235,7 +235,7 @@ class CallSemantics(ObjectCalls, Semantics):
         if any(path.startswith(p) for p in N.RANDOM_SOURCES):
             return Val(tags=frozenset({"RANDOM"}), node=node)
         if path.startswith("torch.nn.") and path.rsplit(".", 1)[-1][:1].isupper():
-            return Val(kind="module", node=node, device=self.constructor_device(kw))
+            return Val(kind="module", node=node, device=self.constructor_device(kw, args, path))
         if path.startswith("torchvision.models."):
             return Val(kind="module", node=node, device=self.constructor_device(kw))
         self.device_kwarg(node, kw)
@@ -350,7 +350,7 @@ class CallSemantics(ObjectCalls, Semantics):
         if meth in self.methods and (
             key == "self" or obj.kind in ("instance", "module") or key in self.classes
         ):
-            return self.inline(self.methods[meth], args, list(kw.items()), skip_self=True)
+            return self.inline(self.methods[meth], args, list(kw.items()), skip_self=True, at=node)
         if meth == "start" and obj.kind == "process":
             return UNKNOWN
         self.device_kwarg(node, kw)

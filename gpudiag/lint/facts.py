@@ -50,6 +50,30 @@ class Event:
         return value if isinstance(value, str) else default
 
 
+#: what a walk of a body did that the statements after its call depend on: a call whose
+#: body is not walked again (the walker's bound) still does it (Walker.replay)
+SETUP_KINDS = ("set_device", "set_device_via", "init_pg", "init_pg_via", "opaque_setup")
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What one body (with the calls it made) set up for the rest of its process."""
+
+    sets_device: bool = False
+    opaque: bool = False
+    #: the backends of its init_process_group calls (None: not read); empty: none made
+    backends: frozenset[str | None] = frozenset()
+    inits: bool = False
+
+    def __or__(self, other: Setup) -> Setup:
+        return Setup(
+            self.sets_device or other.sets_device,
+            self.opaque or other.opaque,
+            self.backends | other.backends,
+            self.inits or other.inits,
+        )
+
+
 @dataclass
 class Facts:
     """Everything the rules look at."""
@@ -101,6 +125,27 @@ class Facts:
         found.sort(key=lambda e: e.seq)
         return found
 
+    def setup_since(self, seq: int) -> Setup | None:
+        """What the events after ``seq`` set up (None: nothing). Each kind's events are
+        in order, so a kind is looked at from its end only: no scan of the walk."""
+        found: dict[str, list[Event]] = {}
+        for kind in SETUP_KINDS:
+            events = self.by_kind.get(kind)
+            at = len(events) if events else 0
+            while at and events is not None and events[at - 1].seq > seq:
+                at -= 1
+            if events and at < len(events):
+                found[kind] = events[at:]
+        if not found:
+            return None
+        inits = [*found.get("init_pg", ()), *found.get("init_pg_via", ())]
+        return Setup(
+            sets_device="set_device" in found or "set_device_via" in found,
+            opaque="opaque_setup" in found,
+            backends=frozenset(_backend(e) for e in inits),
+            inits=bool(inits),
+        )
+
     def first(self, kind: str) -> Event | None:
         events = self.by_kind.get(kind)
         return events[0] if events else None
@@ -146,3 +191,8 @@ class Facts:
             return None
         at = bisect.bisect_right(found[0], seq)
         return found[1][at] if at < len(found[1]) else None
+
+
+def _backend(ev: Event) -> str | None:
+    backend = ev.data.get("backend")
+    return backend if isinstance(backend, str) else None

@@ -245,6 +245,7 @@ class LinkedWalker(FlowWalker):
         kwargs: list[tuple[str, Val]],
         *,
         skip_self: bool = False,
+        at: ast.AST | None = None,
     ) -> Val:
         cls = self.owner.get(fn)
         self.class_stack.append(cls)
@@ -252,7 +253,7 @@ class LinkedWalker(FlowWalker):
             if self.depth == 0 and cls is not None and self.proc.startswith("def:"):
                 # a test method: its project bases' set-up (any of their methods) ran first
                 self.from_bases(cls, None, fn)
-            return super().inline(fn, args, kwargs, skip_self=skip_self)
+            return super().inline(fn, args, kwargs, skip_self=skip_self, at=at)
         finally:
             self.class_stack.pop()
 

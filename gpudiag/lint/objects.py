@@ -57,6 +57,22 @@ def _made_on(kw: dict[str, Val]) -> Dev | None:
     return ("unknown", "?") if "device" in kw or "device_map" in kw else None
 
 
+#: modules whose arguments are their members (torch/nn/modules/container.py)
+_CONTAINERS = frozenset({"Sequential", "ModuleList", "ModuleDict"})
+_MODULE_KINDS = frozenset({"module", "dp", "ddp", "instance"})
+
+
+def _members(vals: list[Val]) -> list[Val]:
+    """The values a constructor gets, a list's or tuple's elements in place of it."""
+    out: list[Val] = []
+    for val in vals:
+        if val.kind is None and val.extra and all(isinstance(v, Val) for v in val.extra):
+            out.extend(v for v in val.extra if isinstance(v, Val))
+        else:
+            out.append(val)
+    return out
+
+
 class ObjectCalls(ExprEval):
     """Models, checkpoints, process groups and CUDA-starting imports."""
 
@@ -232,6 +248,20 @@ class ObjectCalls(ExprEval):
             data={"what": name, "group": group, "group_text": group_node or ""},
         )
 
-    def constructor_device(self, kw: dict[str, Val]) -> Dev | None:
-        """Where ``torch.nn.Linear(…, device=…)`` builds its module."""
-        return _made_on(kw)
+    def constructor_device(
+        self, kw: dict[str, Val], args: list[Val] | None = None, path: str = ""
+    ) -> Dev | None:
+        """Where ``torch.nn.Linear(…, device=…)`` builds its module. A module built of
+        other modules is where they are: ``nn.Sequential(trunk, head)`` after
+        ``trunk.to(device)`` is not on the CPU (issue 17, the held-out corpus: fairscale's
+        tests wrapped it in DDP with device_ids, and lint called that an error)."""
+        made = _made_on(kw)
+        if made is not None or not args:
+            return made
+        container = path.rsplit(".", 1)[-1] in _CONTAINERS
+        for val in _members([*args, *kw.values()]):
+            if val.kind in _MODULE_KINDS and val.device is not None and val.device[0] != "cpu":
+                return ("unknown", "?")  # a member already moved to a GPU
+            if container and val.kind not in _MODULE_KINDS:
+                return ("unknown", "?")  # a member lint cannot place: not the CPU for certain
+        return None

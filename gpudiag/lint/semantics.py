@@ -43,6 +43,7 @@ class Semantics(ExprEval):
         kwargs: list[tuple[str, Val]],
         *,
         skip_self: bool = False,
+        at: ast.AST | None = None,
     ) -> Val:
         raise NotImplementedError
 
@@ -273,7 +274,7 @@ class Semantics(ExprEval):
             else:
                 # torch.multiprocessing.spawn calls fn(i, *args): i is the local process index
                 call_args = [Val(tags=frozenset({"SPAWN", "LOCAL"})), *extra]
-            self.inline(fn, call_args, [])
+            self.inline(fn, call_args, [], at=node)
             self.proc = saved
         return Val(kind="process", node=node)
 

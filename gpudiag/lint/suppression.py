@@ -8,6 +8,7 @@ import re
 import tokenize
 from collections.abc import Iterable
 
+from gpudiag.findings.finding import SEVERITIES
 from gpudiag.lint import shown
 from gpudiag.lint.codes import CODES, Hit, LintFinding, hit
 
@@ -29,7 +30,7 @@ def place(path: str, hits: Iterable[Hit], text: str) -> list[LintFinding]:
         if codes is not None
         for found in _unknown_codes(line, col, codes)
     ]
-    seen: set[tuple[int, str, str]] = set()
+    seen: dict[tuple[int, str, str], int] = {}
     out: list[LintFinding] = []
     for h in [*hits, *extra]:
         # only the finding's own line, as ruff's per-line suppression (docs/lint.md)
@@ -37,12 +38,24 @@ def place(path: str, hits: Iterable[Hit], text: str) -> list[LintFinding]:
         if h.line in comments and (codes is None or h.finding.code in codes):
             continue
         key = (h.line, h.finding.code, h.finding.message)
-        if key in seen:
-            continue
-        seen.add(key)
-        out.append(LintFinding(path, h.line, h.col, h.finding))
+        at = seen.get(key)
+        if at is None:
+            seen[key] = len(out)
+            out.append(LintFinding(path, h.line, h.col, h.finding))
+        elif _more_certain(h.finding.severity, out[at].finding.severity):
+            # the same finding from two walks of one line (a function read on its own,
+            # then in the rank that spawn starts): the walk that proves it decides
+            out[at] = LintFinding(path, h.line, h.col, h.finding)
     out.sort(key=lambda f: (f.line, f.col, f.finding.code))
     return out
+
+
+def _more_certain(severity: str, than: str) -> bool:
+    return _CERTAINTY.get(severity, 0) > _CERTAINTY.get(than, 0)
+
+
+#: error highest, info lowest
+_CERTAINTY: dict[str, int] = {severity: -at for at, severity in enumerate(SEVERITIES)}
 
 
 def _suppression_comments(text: str) -> dict[int, tuple[frozenset[str] | None, int]]:

@@ -24,7 +24,7 @@ import ast
 from gpudiag.lint import names as N
 from gpudiag.lint.amp_calls import AmpCalls
 from gpudiag.lint.exprs import MAX_NESTING
-from gpudiag.lint.facts import Facts
+from gpudiag.lint.facts import Facts, Setup
 from gpudiag.lint.syntax import dotted_key, dotted_prefixes, holds_blocks, inner_blocks, unparse
 from gpudiag.lint.values import UNKNOWN, Val, const, union
 
@@ -97,6 +97,8 @@ class Walker(AmpCalls):
         self.max_inline = _MAX_INLINE
         #: each walk of a body: its arguments and what it returned
         self.walked: dict[ast.AST, list[tuple[list[Val], list[tuple[str, Val]], Val]]] = {}
+        #: what each walked body set up (a device…), replayed at a call not walked again
+        self.setups: dict[ast.AST, Setup] = {}
         self.returns: list[list[Val]] = []
         self.depth = 0
 
@@ -330,9 +332,11 @@ class Walker(AmpCalls):
         kwargs: list[tuple[str, Val]],
         *,
         skip_self: bool = False,
+        at: ast.AST | None = None,
     ) -> Val:
         count = self.inlined.get(fn, 0)
         if count >= self.max_inline or self.depth >= _MAX_DEPTH:
+            self.replay(fn, at)
             # a body walked already with these arguments returns what it returned then
             # (`first = make(); second = make()`), without its walk
             for before, before_kw, result in self.walked.get(fn, ()):
@@ -354,6 +358,7 @@ class Walker(AmpCalls):
         for name, val in bound.items():
             saved[name] = self.names.get(name)
             self.names[name] = val
+        start = self.seq
         self.depth += 1
         self.returns.append([])
         loops, self.loops = self.loops, []
@@ -370,4 +375,26 @@ class Walker(AmpCalls):
                     self.names[name] = old
         result = results[0] if len(results) == 1 else union(results) if results else UNKNOWN
         self.walked.setdefault(fn, []).append((args, kwargs, result))
+        setup = self.facts.setup_since(start)
+        if setup is not None:
+            earlier = self.setups.get(fn)
+            self.setups[fn] = setup if earlier is None else earlier | setup
         return result
+
+    def replay(self, fn: ast.FunctionDef | ast.AsyncFunctionDef, at: ast.AST | None) -> None:
+        """A call whose body is not walked again (the bound) still sets up, in this
+        process, what an earlier walk of it did: ``_dist_init(rank)``'s ``set_device`` in
+        a third rank (fairscale's tests: each placement after it was a false error)."""
+        setup = self.setups.get(fn)
+        if setup is None:
+            return
+        node = at if at is not None else fn
+        via = f"{fn.name}()"
+        if setup.sets_device:
+            self.event("set_device_via", node, UNKNOWN, {"via": via})
+            self.current[self.proc] = "?"
+        elif setup.opaque:
+            self.event("opaque_setup", node, data={"what": via, "indirect": True})
+        if setup.inits:
+            backend = next(iter(setup.backends)) if len(setup.backends) == 1 else None
+            self.event("init_pg_via", node, data={"backend": backend, "via": via})
