@@ -19,7 +19,7 @@ from gpudiag.lint.source import MAX_LINT_BYTES
 AMP = "import torch\nscaler = torch.cuda.amp.GradScaler()\n"
 # LINT-SAMPLER-SHUFFLE (error) on line 3
 SHUFFLE = (
-    "from torch.utils.data import DataLoader\nds = s = None\n"
+    "from torch.utils.data import DataLoader, DistributedSampler\nds = s = DistributedSampler([])\n"
     "loader = DataLoader(ds, sampler=s, shuffle=True)\n"
 )
 

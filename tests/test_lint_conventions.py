@@ -89,8 +89,8 @@ def test_the_unknown_code_warning_can_itself_be_suppressed() -> None:
 # LINT-SCALER-FP16-PARAMS (error)
 _MIXED = """\
 import torch
-from torch.utils.data import DataLoader
-ds = sampler = None
+from torch.utils.data import DataLoader, DistributedSampler
+ds = sampler = DistributedSampler([])
 model = torch.nn.Linear(1, 1).cuda().half(); opt = torch.optim.SGD(model.parameters())
 scaler = torch.cuda.amp.GradScaler()
 scaler.step(opt)

@@ -29,9 +29,9 @@ LINT_CODES = [info.code for info in codes_in("lint")]
 MIXED = """\
 import os
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, DistributedSampler
 os.environ["CUDA_VISIBLE_DEVICES"] = "1"
-ds = sampler = opt = None
+ds = sampler = opt = DistributedSampler([])
 model = torch.nn.Linear(1, 1).cuda().half()
 scaler = torch.cuda.amp.GradScaler()
 scaler.step(opt)

@@ -450,7 +450,11 @@ _LINT: _Rows = (
         "warning|info",
         "a shuffling DistributedSampler whose set_epoch() is never called",
     ),
-    ("LINT-SAMPLER-SHUFFLE", "error", "DataLoader with both sampler= and shuffle=True"),
+    (
+        "LINT-SAMPLER-SHUFFLE",
+        "error|warning",
+        "DataLoader with both sampler= and shuffle=True",
+    ),
     ("LINT-IDS-UNDER-MASK", "error", "a GPU index missing under the script's CUDA_VISIBLE_DEVICES"),
     ("LINT-DP-MODULE-DEVICE", "error|info", "DataParallel's module is not on device_ids[0]"),
     ("LINT-CKPT-SAVE-WRAPPED", "warning", "a checkpoint saved from the DataParallel/DDP wrapper"),

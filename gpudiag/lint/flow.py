@@ -99,6 +99,16 @@ def handled_for_both(facts: Facts, access: ast.AST, wrap: ast.AST, attr: str) ->
     return False
 
 
+def same_arm(facts: Facts, a: ast.AST, b: ast.AST) -> bool | None:
+    """Whether ``b`` lies in the innermost ``if`` arm around ``a`` (None: ``a`` is in no
+    ``if``: it runs whatever the tests say)."""
+    chain = _chain(facts, a)
+    if not chain:
+        return None
+    node, arm = chain[0]
+    return any(other is node and other_arm == arm for other, other_arm in _chain(facts, b))
+
+
 def exclusive(facts: Facts, a: ast.AST, b: ast.AST) -> bool:
     """Whether ``a`` and ``b`` lie in different arms of one ``if``/``elif``/``else``:
     no run executes both."""

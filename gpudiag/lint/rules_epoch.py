@@ -21,6 +21,7 @@ from gpudiag.findings.texts import SAMPLER_SHUFFLE
 from gpudiag.lint import shown
 from gpudiag.lint.codes import Hit, hit
 from gpudiag.lint.facts import Event, Facts
+from gpudiag.model import Severity
 
 _SAME_ORDER = (
     "silent: every epoch iterates the data in the same order "
@@ -29,22 +30,46 @@ _SAME_ORDER = (
 
 
 def sampler_rules(facts: Facts) -> list[Hit]:
-    out = [
-        hit(
-            ev.line,
-            ev.col,
-            "LINT-SAMPLER-SHUFFLE",
-            "error",
-            "DataLoader gets both sampler= and shuffle=True: with a sampler the sampler "
-            "decides the order, and DataLoader refuses the combination.",
-            "Drop shuffle=True: DistributedSampler shuffles by itself (shuffle=True is "
-            "its default); call sampler.set_epoch(epoch) at the start of each epoch.",
-            SAMPLER_SHUFFLE,
-            None,
+    out: list[Hit] = []
+    for ev in facts.of("loader_shuffle"):
+        severity = _shuffle_certainty(facts, ev)
+        if severity is None:
+            continue
+        out.append(
+            hit(
+                ev.line,
+                ev.col,
+                "LINT-SAMPLER-SHUFFLE",
+                severity,
+                "DataLoader gets both sampler= and shuffle=True: with a sampler the sampler "
+                "decides the order, and DataLoader refuses the combination.",
+                "Drop shuffle=True: DistributedSampler shuffles by itself (shuffle=True is "
+                "its default); call sampler.set_epoch(epoch) at the start of each epoch.",
+                SAMPLER_SHUFFLE,
+                None,
+            )
         )
-        for ev in facts.of("loader_shuffle")
-    ]
     return [*out, *_constant_rules(facts), *_missing_rules(facts)]
+
+
+def _shuffle_certainty(facts: Facts, ev: Event) -> Severity | None:
+    """The walker runs both arms of an ``if``, so the sampler and the ``shuffle=True`` it
+    sees may come from arms no run takes together (issue 17, the held-out corpus: NVIDIA's
+    Tacotron2, ``if distributed: sampler, shuffle = DistributedSampler(…), False`` /
+    ``else: None, True``, was a false error). None: no run has both; a warning when the
+    sampler seen is ``None`` from one arm and ``shuffle=True`` from outside it (the other
+    arm's sampler, unseen, meets it); else an error."""
+    made = ev.data.get("made")
+    if not isinstance(made, tuple) or not all(isinstance(n, ast.AST) for n in made):
+        return None if ev.data.get("none") else "error"
+    from gpudiag.lint.flow import exclusive, same_arm  # on a candidate only: the parent map
+
+    if exclusive(facts, made[0], made[1]):
+        return None
+    if not ev.data.get("none"):
+        return "error"
+    together = same_arm(facts, made[0], made[1])
+    return None if together is None or together else "warning"
 
 
 def _constant_rules(facts: Facts) -> list[Hit]:

@@ -307,7 +307,12 @@ class Semantics(ExprEval):
             isinstance(sampler_node, ast.Constant) and sampler_node.value is None
         )
         if sampler_given and shuffle is not None and shuffle.has_const and shuffle.const is True:
-            self.event("loader_shuffle", node)
+            # where each value was made: `sampler = DistributedSampler(…)` and `shuffle =
+            # True` in the two arms of one `if` never meet (rules_epoch asks flow.exclusive)
+            none = sampler.has_const and sampler.const is None
+            self.event(
+                "loader_shuffle", node, data={"made": (sampler.node, shuffle.node), "none": none}
+            )
         return Val(kind="loader", node=node, extra=(sampler,) if sampler_given else ())
 
     def dataloader_workers(self, node: ast.Call, args: list[Val], kw: dict[str, Val]) -> None:
