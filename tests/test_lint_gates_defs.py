@@ -354,6 +354,35 @@ except Exception:
     assert all(f.finding.message.endswith(FALLBACK_NOTE) for f in found[:3])
 
 
+@pytest.mark.parametrize(
+    ("first", "fallback", "expected"),
+    [
+        # the try's import is what current torch gives: its uses do not warn
+        ("torch.amp", "torch.cuda.amp", [(6, "info")]),
+        # the try imports the old API, which current torch still has: its uses warn
+        ("torch.cuda.amp", "torch.amp", [(4, "warning"), (9, "warning")]),
+    ],
+)
+def test_a_name_imported_in_try_and_in_its_fallback_is_the_try_s(
+    first: str, fallback: str, expected: list[tuple[int, str]]
+) -> None:
+    """The code after ``try: import X / except ImportError: import X`` sees the try's X
+    (issue 17, the held-out corpus: ignite's tests used torch.amp.GradScaler, and each
+    use was reported as the fallback's deprecated torch.cuda.amp.GradScaler)."""
+    text = f"""\
+import torch
+from torch import nn
+try:
+    from {first} import GradScaler
+except ImportError:
+    from {fallback} import GradScaler
+
+def test_scaler():
+    scaler = GradScaler(enabled=False)
+"""
+    assert _found(text, "LINT-AMP-DEPRECATED") == expected
+
+
 def test_the_cap_applies_to_every_rule() -> None:
     # another rule's error under a gate (issue 17: `--local_rank` added only under 1.x)
     text = """\

@@ -94,6 +94,17 @@ def statements(body: list[ast.stmt]) -> list[ast.stmt]:
     return out
 
 
+def imported(body: list[ast.stmt]) -> list[str]:
+    """The names the import statements of a block bind (``import a.b`` binds ``a``)."""
+    out: list[str] = []
+    for stmt in body:
+        if isinstance(stmt, ast.Import):
+            out.extend(a.asname or a.name.split(".")[0] for a in stmt.names)
+        elif isinstance(stmt, ast.ImportFrom):
+            out.extend(a.asname or a.name for a in stmt.names if a.name != "*")
+    return out
+
+
 def dotted_key(node: ast.AST | None) -> str | None:
     """``model``, ``self.model``, ``args.local_rank``; None for anything else, and for a
     chain of more than :data:`MAX_DOTTED_PARTS` parts. Iterative (issue 21). Memoised

@@ -25,7 +25,8 @@ from gpudiag.lint import names as N
 from gpudiag.lint.amp_calls import AmpCalls
 from gpudiag.lint.exprs import MAX_NESTING
 from gpudiag.lint.facts import Facts, Setup
-from gpudiag.lint.syntax import dotted_key, dotted_prefixes, holds_blocks, inner_blocks, unparse
+from gpudiag.lint.survey import Survey
+from gpudiag.lint.syntax import dotted_key, dotted_prefixes, imported, unparse
 from gpudiag.lint.values import UNKNOWN, Val, const, union
 
 #: how many times one body is followed (four, before, cost 7% of the corpus run and
@@ -34,45 +35,6 @@ _MAX_INLINE = 2
 #: the ``self.…`` names kept from a class's ``__init__`` for its other methods
 _MAX_KEPT = 64
 _MAX_DEPTH = 12
-
-
-class _Survey:
-    """The definitions, found by walking statements only (expressions hold no ``def``).
-
-    Iterative, in source order: an ``elif`` ladder nests one ``If`` per arm (issue 21).
-    A call by name resolves to the first definition of the name (``funcs``,
-    ``methods``, ``classes``); ``others`` holds every later one, each still read."""
-
-    def __init__(self, tree: ast.Module) -> None:
-        self.funcs: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
-        self.methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
-        self.classes: dict[str, ast.ClassDef] = {}
-        #: the definitions no call by name resolves to, and whether each is a method
-        self.others: list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, bool]] = []
-        #: each method's class
-        self.owner: dict[ast.AST, ast.ClassDef] = {}
-        stack: list[tuple[ast.stmt, ast.ClassDef | None]] = [
-            (node, None) for node in reversed(tree.body)
-        ]
-        while stack:
-            node, cls = stack.pop()
-            if not holds_blocks(type(node)):
-                continue  # most of a file: no statement inside, so no definition
-            inner: list[tuple[ast.stmt, ast.ClassDef | None]]
-            if isinstance(node, ast.ClassDef):
-                self.classes.setdefault(node.name, node)
-                inner = [(member, node) for member in node.body]
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                # methods are reached through self.X / obj.X, not by their bare name
-                table = self.methods if cls is not None else self.funcs
-                if table.setdefault(node.name, node) is not node:
-                    self.others.append((node, cls is not None))
-                if cls is not None:
-                    self.owner[node] = cls
-                inner = [(member, None) for member in node.body]
-            else:
-                inner = [(sub, cls) for block in inner_blocks(node) for sub in block]
-            stack.extend(reversed(inner))
 
 
 class Walker(AmpCalls):
@@ -85,7 +47,7 @@ class Walker(AmpCalls):
         #: dotted name -> the dotted names bound below it (``self`` -> ``self.model``…):
         #: binding a name forgets those without scanning every name (issue 21: quadratic)
         self.below: dict[str, set[str]] = {}
-        survey = _Survey(tree)
+        survey = Survey(tree)
         self.facts.tree = tree
         self.funcs = survey.funcs
         self.methods = survey.methods
@@ -215,8 +177,15 @@ class Walker(AmpCalls):
             self.exec_block(stmt.body)
         elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
             self.exec_block(stmt.body)  # type: ignore[attr-defined]
+            # `try: from torch.amp import GradScaler` / `except ImportError: from
+            # torch.cuda.amp import GradScaler`: the code after it sees the try's import,
+            # the one that succeeds on the torch it runs on (issue 17, the held-out
+            # corpus: ignite's tests read the fallback's deprecated GradScaler)
+            body: list[ast.stmt] = stmt.body  # type: ignore[attr-defined]
+            tried = {n: self.aliases[n] for n in imported(body) if n in self.aliases}
             for handler in stmt.handlers:  # type: ignore[attr-defined]
                 self.exec_block(handler.body)
+            self.aliases.update(tried)
             self.exec_block(stmt.orelse)  # type: ignore[attr-defined]
             self.exec_block(stmt.finalbody)  # type: ignore[attr-defined]
         elif isinstance(stmt, ast.Return):
