@@ -52,3 +52,38 @@ def test_a_file_that_launches_itself_on_one_node_makes_it_info() -> None:
     assert set(_severities(BODY + launch)) == {"info"}
     nodes = launch.replace("__file__]", '"--nnodes=2", __file__]')
     assert set(_severities(BODY + nodes)) == {"warning"}
+
+
+_SPAWNED = """
+import torch.multiprocessing as mp
+
+def worker(rank, world_size, node_rank):
+    dist.init_process_group("nccl", init_method="file:///tmp/f", rank={rank}, world_size=world_size)
+    make_model()
+
+def test_spawn():
+    world_size = torch.cuda.device_count()
+    mp.spawn(worker, args=(world_size, 0), nprocs=world_size)
+"""
+
+
+def test_ranks_spawned_with_their_own_index_make_it_info() -> None:
+    """mp.spawn starts every process on this host; when each passes its own index as its
+    rank, no rank is left for another node (issue 17, the held-out corpus: fairscale's
+    and OLMo's tests, 17 wrong warnings)."""
+    found = [
+        f
+        for f in lint_source(BODY + _SPAWNED.format(rank="rank"))
+        if f.finding.code == "LINT-DEVICE-FROM-GLOBAL-RANK"
+    ]
+    assert found and {f.finding.severity for f in found} == {"info"}
+    assert "torch.multiprocessing.spawn starts on this host" in found[0].finding.message
+
+
+def test_ranks_spawned_with_a_node_offset_stay_a_warning() -> None:
+    # pytorch/examples' multi-node mp.spawn: rank = node_rank * ngpus + gpu
+    offset = _SPAWNED.format(rank="node_rank * world_size + rank")
+    assert set(_severities(BODY + offset)) == {"warning"}
+    # and a rank that is not the spawn index at all (read from the environment)
+    env = "import os\n" + _SPAWNED.format(rank='int(os.environ["RANK"])')
+    assert set(_severities(BODY + env)) == {"warning"}

@@ -18,6 +18,7 @@ from gpudiag.lint.syntax import (
     uses_cuda,
 )
 from gpudiag.lint.values import (
+    SPAWN_INDEX,
     UNKNOWN,
     WEAK_TAGS,
     Dev,
@@ -187,6 +188,7 @@ class CallSemantics(ObjectCalls, Semantics):
             env_rendezvous = init is None or (
                 isinstance(init, ast.Constant) and str(init.value).startswith("env://")
             )
+            rank = kw.get("rank", args[4] if len(args) > 4 else None)
             self.event(
                 "init_pg",
                 node,
@@ -194,6 +196,8 @@ class CallSemantics(ObjectCalls, Semantics):
                     "backend": text,
                     "given": backend is not None,
                     "env_rendezvous": env_rendezvous and keyword(node, "store") is None,
+                    # the spawned process's own index as its global rank: one host
+                    "spawn_rank": rank is SPAWN_INDEX,
                 },
             )
             return UNKNOWN

@@ -20,7 +20,7 @@ from gpudiag.lint.syntax import (
     keyword,
     uses_cuda,
 )
-from gpudiag.lint.values import UNKNOWN, Dev, Val, as_int, device_of
+from gpudiag.lint.values import SPAWN_INDEX, UNKNOWN, Dev, Val, as_int, device_of
 
 
 class Semantics(ExprEval):
@@ -269,11 +269,8 @@ class Semantics(ExprEval):
                 extra = [replace(v, tags=v.tags - {"RANDOM"}) for v in extra]
             saved = self.proc
             self.proc = f"{'fork' if method == 'fork' else 'spawn'}:{fn.name}"
-            if "Process" in path:
-                call_args = extra
-            else:
-                # torch.multiprocessing.spawn calls fn(i, *args): i is the local process index
-                call_args = [Val(tags=frozenset({"SPAWN", "LOCAL"})), *extra]
+            # torch.multiprocessing.spawn calls fn(i, *args): i is the local process index
+            call_args = extra if "Process" in path else [SPAWN_INDEX, *extra]
             self.inline(fn, call_args, [], at=node)
             self.proc = saved
         return Val(kind="process", node=node)

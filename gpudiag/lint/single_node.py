@@ -10,7 +10,13 @@ global rank is the local one there (issue 17: 4 of 6 wrong findings on the corpu
   and project bases named after them (apex's ``NcclDistributedTestBase``);
 * a file that launches its ranks itself with ``torchrun --nproc_per_node=…`` (or
   ``torch.distributed.run``/``launch``) and no ``--nnodes``: one node (torch 2.13,
-  torch/distributed/run.py: ``--nnodes`` defaults to ``1:1``).
+  torch/distributed/run.py: ``--nnodes`` defaults to ``1:1``);
+* a file that starts its ranks with ``torch.multiprocessing.spawn`` and gives
+  ``init_process_group`` each process's own index as its rank (``rank=rank``, not
+  ``node_rank * nprocs + rank``): spawn starts its processes on this host (torch 2.13,
+  torch/multiprocessing/spawn.py), and ranks ``0..nprocs-1`` leave no rank for another
+  node (issue 17, the held-out corpus: 17 wrong findings in fairscale's and OLMo's
+  tests).
 
 Read from the syntax tree only (class bases; list and tuple literals), once per file
 and only when a rule has a candidate finding.
@@ -55,7 +61,13 @@ def single_node_reason(facts: Facts) -> str | None:
     if cached is not None:
         return str(cached) or None
     reason = ""
-    if facts.tree is not None:
+    spawned = [e for e in facts.of("init_pg") if e.proc.startswith("spawn:")]
+    if spawned and all(e.data.get("spawn_rank") for e in spawned):
+        reason = (
+            f"every rank is a process torch.multiprocessing.spawn starts on this host, "
+            f"with its own index as its rank (line {spawned[0].line})"
+        )
+    if facts.tree is not None and not reason:
         for node in ast.walk(facts.tree):
             if isinstance(node, ast.ClassDef) and any(
                 (ident(b) or "").endswith(_HARNESS) for b in node.bases

@@ -161,6 +161,12 @@ def dev_text(dev: Dev | None) -> str:
     return f"{kind}:{index}"
 
 
+#: the index ``torch.multiprocessing.spawn`` passes its function first: the process's
+#: place among the ones it starts on this host (torch 2.13 torch/multiprocessing/spawn.py,
+#: ``fn(i, *args)``). Told apart by identity: anything computed from it is a new value.
+SPAWN_INDEX = Val(tags=frozenset({"SPAWN", "LOCAL"}))
+
+
 def rank_kind(val: Val) -> str | None:
     """``global`` when the value came from the global rank (and was not reduced
     modulo the GPU count), ``local`` for a node-local rank, else None."""
