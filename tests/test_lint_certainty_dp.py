@@ -135,6 +135,44 @@ def test_dp_cpu_in_a_gpu_script_stays_an_error() -> None:
     assert found == [(5, "error")]
 
 
+def test_dp_on_own_modules_that_hold_no_parameters_is_not_reported() -> None:
+    """DataParallel checks parameters and buffers only (torch 2.13 data_parallel.py):
+    a class with no __init__ on nn.Module alone holds none, and a decorated class may be
+    another class (issue 17, the held-out corpus: fairscale's @skippable Stash and Pop).
+    A class with an __init__, undecorated, is still on the CPU."""
+    found = _codes(
+        """
+        import torch
+        import torch.nn as nn
+        from mylib import skippable
+
+        class Empty(nn.Module):
+            def forward(self, x):
+                return x * 2
+
+        @skippable(stash=["foo"])
+        class Stash(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(2, 2)
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(2, 2)
+
+        a = nn.DataParallel(nn.Sequential(Empty(), Empty()), device_ids=[0, 1])
+        a(torch.ones(1, 2).cuda())
+        b = nn.DataParallel(Stash(), device_ids=[0, 1])
+        b(torch.ones(1, 2).cuda())
+        c = nn.DataParallel(Net(), device_ids=[0, 1])
+        c(torch.ones(1, 2).cuda())
+        """,
+        "LINT-DP-MODULE-DEVICE",
+    )
+    assert found == [(25, "error")]
+
+
 def test_a_move_in_the_same_arm_still_counts() -> None:
     found = _codes(
         """

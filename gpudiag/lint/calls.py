@@ -21,7 +21,6 @@ from gpudiag.lint.values import (
     SPAWN_INDEX,
     UNKNOWN,
     WEAK_TAGS,
-    Dev,
     Val,
     as_int,
     const,
@@ -128,9 +127,7 @@ class CallSemantics(ObjectCalls, Semantics):
             if init is not None:
                 self.inline(init, args, kwargs, skip_self=True, at=node)
             is_module = any("Module" in unparse(b) for b in cls.bases)
-            # a model that puts its own layers on a GPU in __init__ is not on the CPU
-            moved = init is not None and (uses_cuda(init) or self.moves_itself(init))
-            dev: Dev | None = ("unknown", "?") if moved else None
+            dev = self.own_class_device(cls, init)
             return Val(
                 kind="module" if is_module else "instance", node=node, extra=(name,), device=dev
             )

@@ -17,7 +17,7 @@ import ast
 
 from gpudiag.lint import names as N
 from gpudiag.lint.exprs import ExprEval
-from gpudiag.lint.syntax import argument, dotted_key
+from gpudiag.lint.syntax import argument, dotted_key, ident, uses_cuda
 from gpudiag.lint.values import UNKNOWN, Dev, Val
 
 #: which state dict: a DataParallel/DDP wrapper's (keys "module.…"), a bare model's, other
@@ -73,6 +73,11 @@ def _members(vals: list[Val]) -> list[Val]:
     return out
 
 
+def _bare_module(base: ast.expr) -> bool:
+    """``nn.Module``, ``torch.nn.Module`` or ``Module``: a base that adds no parameter."""
+    return ident(base) in ("Module", "nn.Module", "torch.nn.Module")
+
+
 class ObjectCalls(ExprEval):
     """Models, checkpoints, process groups and CUDA-starting imports."""
 
@@ -99,6 +104,22 @@ class ObjectCalls(ExprEval):
                 if certain:
                     self.event("cuda_init", stmt, data={"what": what, "why": source})
                 return
+
+    def own_class_device(self, cls: ast.ClassDef, init: ast.AST | None) -> Dev | None:
+        """Where a new instance of the script's own class is: on the CPU (None), or not
+        known to be (``("unknown", "?")``) when its ``__init__`` puts layers on a GPU or
+        moves the module; when a decorator may have replaced the class; or when it has
+        no ``__init__`` and derives from ``nn.Module`` alone, so it holds no parameter or
+        buffer, and DataParallel's and DDP's device checks (torch 2.13
+        torch/nn/parallel/data_parallel.py, distributed.py) look at nothing (issue 17,
+        the held-out corpus: fairscale's ``@skippable`` Stash/Pop modules)."""
+        if init is not None and (uses_cuda(init) or self.moves_itself(init)):
+            return ("unknown", "?")
+        if cls.decorator_list:
+            return ("unknown", "?")
+        if init is None and cls.bases and all(_bare_module(b) for b in cls.bases):
+            return ("unknown", "?")
+        return None
 
     def moves_itself(self, init: ast.AST) -> bool:
         """Whether a class's ``__init__`` moves the new module (``self.to(device)``,
