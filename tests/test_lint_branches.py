@@ -112,3 +112,51 @@ def _shuffle(body: str) -> list[str]:
 )
 def test_sampler_shuffle_only_where_one_run_has_both(body: str, expected: list[str]) -> None:
     assert _shuffle(body) == expected
+
+
+_FLAG = """\
+import torch
+import torch.distributed as dist
+
+def make(new_data=True):
+    if new_data:
+        x = None
+    else:
+        x = torch.zeros(2).to(torch.device("cuda"))
+    if not new_data:
+        x = torch.ones(2).cuda()
+    return x
+
+dist.init_process_group("nccl")
+make(new_data={flag})
+"""
+
+
+@pytest.mark.parametrize(("flag", "lines"), [("True", []), ("False", [8, 10])])
+def test_an_arm_a_constant_flag_never_takes_is_not_walked(flag: str, lines: list[int]) -> None:
+    """``make(new_data=True)``: the ``else`` arm never runs there (issue 17, the held-out
+    corpus: fairscale's benchmark placed data only in the arm its flag turned off, and
+    that was a false LINT-DDP-NO-SET-DEVICE error)."""
+    found = [
+        (f.line, f.finding.severity)
+        for f in lint_source(_FLAG.format(flag=flag))
+        if f.finding.code == "LINT-DDP-NO-SET-DEVICE"
+    ]
+    assert found == [(line, "error") for line in lines]
+
+
+def test_in_a_loop_a_flag_may_take_the_other_arm_on_the_next_pass() -> None:
+    text = """\
+import torch
+import torch.distributed as dist
+
+dist.init_process_group("nccl")
+first = True
+for batch in range(3):
+    if first:
+        first = False
+    else:
+        x = torch.zeros(2).cuda()
+"""
+    found = [f.line for f in lint_source(text) if f.finding.code == "LINT-DDP-NO-SET-DEVICE"]
+    assert found == [10]

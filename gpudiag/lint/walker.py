@@ -163,7 +163,11 @@ class Walker(AmpCalls):
             arm = stmt
             while True:
                 self.eval(arm.test)
-                self.exec_block(arm.body)
+                taken = self.decided(arm.test)
+                if taken is not False:
+                    self.exec_block(arm.body)
+                if taken is True:
+                    break  # the other arms never run
                 if len(arm.orelse) == 1 and isinstance(arm.orelse[0], ast.If):
                     arm = arm.orelse[0]
                     continue
@@ -202,6 +206,24 @@ class Walker(AmpCalls):
                     self.eval(child)
                 elif isinstance(child, ast.stmt):
                     self.exec_stmt(child)
+
+    def decided(self, test: ast.expr) -> bool | None:
+        """Whether an ``if`` whose test is a flag (``if new_data:``, ``if not x:``) holding
+        a constant takes its arm (None: both arms run). Outside loops only: a flag set
+        again further down a loop body can take the other arm on the next pass (issue
+        17, the held-out corpus: ``make(new_data=True)``'s ``else`` arm made a false
+        LINT-DDP-NO-SET-DEVICE error in fairscale's benchmarks)."""
+        negated = False
+        while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            test, negated = test.operand, not negated
+        if self.loops or not isinstance(test, ast.Name):
+            return None
+        val = self.peek(test)
+        if not val.has_const:
+            return None
+        if not isinstance(val.const, bool) and val.const is not None:
+            return None
+        return bool(val.const) != negated
 
     def decorate(self, decorators: list[ast.expr]) -> None:
         for deco in decorators:
