@@ -344,6 +344,31 @@ def test_an_import_in_the_parent_counts_for_a_spawned_child() -> None:
     assert found == [(7, "error")]
 
 
+def test_after_a_likely_import_init_a_function_nothing_calls_is_info() -> None:
+    """``import deepspeed`` likely initialised CUDA; a mask set in a function nothing in
+    the file calls is info, one set in the script itself a warning (issue 17, the
+    held-out corpus: gpt-neox's tests keep an unused set_cuda_visible())."""
+    found = _codes(
+        """
+        import os
+        import deepspeed
+
+        def set_visible(ids):
+            os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(ids)
+
+        def set_one():
+            os.environ["CUDA_VISIBLE_DEVICES"] = "1"
+
+        def run_test():  # nothing here calls it, but it calls set_one()
+            set_one()
+
+        os.environ["CUDA_VISIBLE_DEVICES"] = "0"
+        """,
+        "LINT-CVD-AFTER-CUDA-INIT",
+    )
+    assert found == [(6, "info"), (9, "warning"), (14, "warning")]
+
+
 _AFTER_IMPORT = """\
 import os
 import torch

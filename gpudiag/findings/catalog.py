@@ -382,7 +382,7 @@ _LINT: _Rows = (
     ),
     (
         "LINT-CVD-AFTER-CUDA-INIT",
-        "error|warning",
+        "error|warning|info",
         "CUDA_VISIBLE_DEVICES set after CUDA initialised: ignored",
     ),
     (

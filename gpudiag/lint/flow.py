@@ -99,6 +99,19 @@ def handled_for_both(facts: Facts, access: ast.AST, wrap: ast.AST, attr: str) ->
     return False
 
 
+def uncalled(facts: Facts, proc: str, node: ast.AST) -> bool:
+    """Whether ``node`` runs in ``proc`` only because its own function is read on its
+    own (``def:NAME``): nothing in the file calls that function."""
+    parents = _parents(facts)
+    parent = parents.get(id(node))
+    while parent is not None and not isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        parent = parents.get(id(parent))
+    return parent is not None and proc in (
+        f"def:{parent.name}",
+        f"def:{parent.name}@{parent.lineno}",
+    )
+
+
 def same_arm(facts: Facts, a: ast.AST, b: ast.AST) -> bool | None:
     """Whether ``b`` lies in the innermost ``if`` arm around ``a`` (None: ``a`` is in no
     ``if``: it runs whatever the tests say)."""
