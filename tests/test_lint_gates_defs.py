@@ -383,6 +383,62 @@ def test_scaler():
     assert _found(text, "LINT-AMP-DEPRECATED") == expected
 
 
+_SKIPPED_TEST = """\
+import pytest
+import torch
+import unittest
+
+def helper(x):
+    with torch.cuda.amp.autocast():
+        return x
+
+{marker}
+def test_it():
+    {first}
+    helper(1)
+"""
+
+
+@pytest.mark.parametrize(
+    ("marker", "first", "severity"),
+    [
+        # never runs on current torch: what only it reaches is info
+        ('@pytest.mark.skipif(torch_version() >= (1, 14, 0), reason="old")', "pass", "info"),
+        ('@pytest.mark.skipif(torch.__version__ >= "2.0", reason="old")', "pass", "info"),
+        ('@unittest.skipUnless(torch.__version__ < "2.0", "old")', "pass", "info"),
+        ('@pytest.mark.skip("broken at head")', "pass", "info"),
+        ("@pytest.mark.skip", "pass", "info"),
+        ("", 'pytest.skip("until the issue is fixed")', "info"),
+        # a version gate whose direction lint cannot read: as under any version gate
+        ("@pytest.mark.skipif(torch_version_is_old(), reason='old')", "pass", "info"),
+        # not a torch-version gate at all: the test runs
+        ("@pytest.mark.skipif(OLD_TORCH, reason='old')", "pass", "warning"),
+        # runs on every current torch: the warning stands
+        ('@pytest.mark.skipif(not is_torch_min_version("2.4.0"), reason="new")', "pass", "warning"),
+        ('@unittest.skipIf(torch.__version__ < "2.0", "new")', "pass", "warning"),
+        ("@pytest.mark.skipif(not torch.cuda.is_available(), reason='gpu')", "pass", "warning"),
+        ("", "pass", "warning"),
+    ],
+)
+def test_a_helper_only_a_skipped_test_reaches_is_info(
+    marker: str, first: str, severity: str
+) -> None:
+    """Issue 17, the held-out corpus: fairscale's FSDP tests are skipped on torch >= 1.14
+    (or at head) and reach deprecated AMP only through their helpers."""
+    found = _only(_SKIPPED_TEST.format(marker=marker, first=first), "LINT-AMP-DEPRECATED")
+    assert [(f.line, f.finding.severity) for f in found] == [(6, severity)]
+    assert found[0].finding.message.endswith("(only in a test skipped on current torch)") == (
+        severity == "info"
+    )
+
+
+def test_a_helper_a_live_test_reaches_too_stays_a_warning() -> None:
+    text = _SKIPPED_TEST.format(marker="@pytest.mark.skip", first="pass") + (
+        "\ndef test_live():\n    helper(2)\n"
+    )
+    assert _found(text, "LINT-AMP-DEPRECATED") == [(6, "warning")]
+
+
 def test_the_cap_applies_to_every_rule() -> None:
     # another rule's error under a gate (issue 17: `--local_rank` added only under 1.x)
     text = """\

@@ -8,10 +8,12 @@ Such an arm is not guarded; the other arm still is. Issue 17: transformers' trai
 imported ``torch.cuda.amp.autocast`` under ``>= 1.6``, which every torch >= 2.4 reaches.
 
 Read: one comparison of the torch version (``torch.__version__``, a ``parse``/``Version``/
-``LooseVersion`` of it, or a name holding it) with a literal version (``"1.6"``,
-``parse("1.6.0")``, ``(1, 6)``); names that spell the bound (``_TORCH_GREATER_EQUAL_1_6``,
-``is_torch_greater_than_1_6``, ultralytics' ``TORCH_1_9``); accelerate's
-``is_torch_version(">=", "1.6")``; and ``not`` of any of these. Anything else: unknown.
+``LooseVersion`` of it, a name holding it, or a ``torch_version()`` call) with a literal
+version (``"1.6"``, ``parse("1.6.0")``, ``(1, 6)``); names that spell the bound
+(``_TORCH_GREATER_EQUAL_1_6``, ``is_torch_greater_than_1_6``, ultralytics' ``TORCH_1_9``);
+accelerate's ``is_torch_version(">=", "1.6")``; Megatron-LM's ``is_torch_min_version("2.4.0")``
+and transformers' ``is_torch_greater_or_equal("2.4")``; and ``not`` of any of these.
+Anything else: unknown.
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ _GE_NAME = re.compile(
 )
 _GT_NAME = re.compile(r"greater_than_(\d+)_(\d+)$", re.IGNORECASE)
 _LT_NAME = re.compile(r"(?:less_than|lt)_(\d+)_(\d+)$", re.IGNORECASE)
+#: functions of one version that hold from it on: Megatron-LM's megatron/core/utils.py
+#: is_torch_min_version("2.4.0"), transformers' is_torch_greater_or_equal("2.4")
+_MIN_VERSION = frozenset({"is_torch_min_version", "is_torch_greater_or_equal"})
 _FLIP = {ast.GtE: ast.LtE, ast.Gt: ast.Lt, ast.LtE: ast.GtE, ast.Lt: ast.Gt}
 
 
@@ -67,10 +72,13 @@ def _is_torch_version(node: ast.AST) -> bool:
     """The torch version itself, parsed or not (not a slice of it: ``[:3]`` compares text)."""
     if isinstance(node, ast.Call) and len(node.args) == 1:
         node = node.args[0]
+    elif isinstance(node, ast.Call) and not node.args and not node.keywords:
+        node = node.func  # fairscale.internal's torch_version(): the version as a tuple
     if is_torch_version_attr(node):
         return True
-    if isinstance(node, ast.Name):
-        return node.id.lower() in {"torch_version", "_torch_version", "torch_ver"}
+    name = ident(node)
+    if name is not None:
+        return name.lower() in {"torch_version", "_torch_version", "torch_ver"}
     return False
 
 
@@ -113,6 +121,9 @@ def holds_on_modern(test: ast.AST) -> bool | None:
                 if bound is not None:
                     return _holds_on_modern(ops[op_node.value], bound)
             return None
+        if called in _MIN_VERSION and len(test.args) == 1 and not test.keywords:
+            bound = _literal(test.args[0])
+            return None if bound is None else _holds_on_modern(ast.GtE(), bound)
         name = called if not test.args and not test.keywords else None
     if name is None:
         return None

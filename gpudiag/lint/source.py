@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from gpudiag.errors import GpudiagInputError
-from gpudiag.lint import gates
+from gpudiag.lint import gates, skips
 from gpudiag.lint.codes import Hit, LintFinding, hit
 from gpudiag.lint.facts import Facts
 from gpudiag.lint.linked import LinkedWalker
@@ -205,8 +205,9 @@ def rules(facts: Facts) -> list[Hit]:
         *deprecated_rules(facts),
         *scaler_rules(facts),
     ]
-    # info at most under a torch-version gate or in an except fallback (issue 17)
-    return gates.cap(hits, facts.tree, facts.source_lines)
+    # info at most under a torch-version gate or in an except fallback (issue 17), and
+    # where only a test skipped on current torch reaches it (the held-out corpus)
+    return skips.cap(gates.cap(hits, facts.tree, facts.source_lines), facts)
 
 
 def parse_error(path: str, exc: BaseException, *, walk: bool = False) -> LintFinding:

@@ -25,6 +25,7 @@ from gpudiag.lint import names as N
 from gpudiag.lint.amp_calls import AmpCalls
 from gpudiag.lint.exprs import MAX_NESTING
 from gpudiag.lint.facts import Facts, Setup
+from gpudiag.lint.skips import skipped
 from gpudiag.lint.survey import Survey
 from gpudiag.lint.syntax import dotted_key, dotted_prefixes, imported, unparse
 from gpudiag.lint.values import UNKNOWN, Val, const, union
@@ -69,7 +70,7 @@ class Walker(AmpCalls):
     def run(self) -> Facts:
         self.exec_block(self.tree.body)
         uncalled = [
-            *((fn, False) for fn in self.funcs.values()),
+            *((fn, False) for fn in reversed(self.funcs.values())),
             *((fn, True) for fn in self.methods.values()),
             *self.others,  # after the first definitions: their walk is as before
         ]
@@ -96,7 +97,10 @@ class Walker(AmpCalls):
             used.add(proc)
             saved = self.proc
             self.proc = proc
+            start = self.seq
             self.inline(fn, [], [], skip_self=is_method)
+            if skipped(fn, cls):
+                self.facts.skipped.append((start, self.seq))
             self.proc = saved
             if cls is not None and fn.name == "__init__":
                 bound = self.below.get("self", set())
