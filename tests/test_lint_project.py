@@ -392,3 +392,38 @@ def test_unreadable_or_endless_modules_are_unresolved(tmp_path: Path) -> None:
     found = _found(tmp_path)
     for name in ("use_broken.py", "use_loop_a.py", "use_deep.py"):
         assert _codes(found, name) == {("LINT-DDP-NO-SET-DEVICE", "info")}, name
+
+
+def test_a_library_function_nothing_in_its_file_calls_is_info(tmp_path: Path) -> None:
+    """A module of helpers that main.py calls after its own set_device: the placement in
+    the helper depends on a caller lint does not read from the helper's side (issue 17,
+    the held-out corpus: NVIDIA's ConvNets Executor and fairseq's all_gather_list were
+    two wrong warnings). The same placement in the script's own run is an error."""
+    _write(
+        tmp_path,
+        {
+            "dist_utils.py": """
+                import torch
+                import torch.distributed as dist
+
+                def distributed_init(args):
+                    dist.init_process_group(backend="nccl")
+
+                def all_gather_list(data):
+                    buffer = torch.zeros(4).cuda()
+                    dist.all_reduce(buffer)
+                    return buffer
+            """,
+            "main.py": """
+                import torch
+                import dist_utils
+                dist_utils.distributed_init(None)
+                dist_utils.all_gather_list(1)
+                model = torch.nn.Linear(2, 2).cuda()
+            """,
+        },
+    )
+    found = _found(tmp_path)
+    helper = [f for f in found["dist_utils.py"] if f[1] == "LINT-DDP-NO-SET-DEVICE"]
+    assert helper == [(9, "LINT-DDP-NO-SET-DEVICE", "info")]
+    assert (6, "LINT-DDP-NO-SET-DEVICE", "error") in found["main.py"]

@@ -402,7 +402,7 @@ _LINT: _Rows = (
     ),
     (
         "LINT-DDP-NO-SET-DEVICE",
-        "error|warning|info",
+        "error|info",
         "DDP ranks use the current device without set_device",
     ),
     (
