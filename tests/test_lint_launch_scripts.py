@@ -81,7 +81,7 @@ local_rank = int(os.environ["LOCAL_RANK"])
 
 
 def _documented(tmp_path: Path, doc: str, parse: str = "parse_args") -> list[str]:
-    (tmp_path / "examples").mkdir()
+    (tmp_path / "examples").mkdir(parents=True)
     (tmp_path / "examples" / "train.py").write_text(READS_ENV.format(parse=parse))
     (tmp_path / "docs" / "en").mkdir(parents=True)
     (tmp_path / "docs" / "en" / "distributed.md").write_text(doc)
@@ -110,10 +110,57 @@ def test_documented_torchrun_only_stays_quiet(tmp_path: Path) -> None:
     assert _documented(tmp_path, "torchrun --nproc-per-node 8 examples/train.py\n") == []
 
 
-def test_a_bare_file_name_in_a_document_does_not_count(tmp_path: Path) -> None:
-    # "train.py" in a document may be any project's train.py: only a path from the root
+def test_a_bare_file_name_in_a_document_names_the_file_beside_it(tmp_path: Path) -> None:
+    # "train.py" in docs/en/distributed.md is docs/en/train.py, not examples/train.py
     assert _documented(tmp_path, "python -m torch.distributed.launch train.py\n") == []
+    # a README beside the script names it by its bare name (swav's, dino's READMEs)
+    (tmp_path / "examples" / "README.md").write_text(
+        "python -m torch.distributed.launch --nproc_per_node=8 train.py --epochs 1\n"
+    )
+    report = lint_paths([str(tmp_path)])
+    found = [f for f in report.findings if f.finding.code == "LINT-LOCAL-RANK-ARG"]
+    assert [(f.path.endswith("train.py"), f.finding.severity) for f in found] == [(True, "warning")]
+
+
+def test_torch_distributed_launch_with_use_env_passes_no_option(tmp_path: Path) -> None:
+    # torch 2.13 torch/distributed/launch.py: --use-env sets LOCAL_RANK instead (dino's
+    # README starts its retrieval evals so)
+    for flag in ("--use_env", "--use-env"):
+        doc = LAUNCH_DOC.replace("launch ", f"launch {flag} ")
+        assert f"launch {flag} " in doc
+        assert _documented(tmp_path / flag, doc) == []
 
 
 def test_parse_known_args_keeps_the_unknown_spelling_aside(tmp_path: Path) -> None:
     assert _documented(tmp_path, LAUNCH_DOC, parse="parse_known_args") == []
+
+
+UNREAD = """\
+import argparse
+import torch.distributed as dist
+parser = argparse.ArgumentParser()
+parser.add_argument("--local_rank", type=int, default=0, help="not used")
+args = parser.parse_args()
+dist.init_process_group("nccl")
+"""
+
+
+def test_an_option_nothing_else_reads_is_info_unless_launch_starts_it(tmp_path: Path) -> None:
+    """swav's main_deepclusterv2.py declares --local_rank "not used" and takes rank % GPUs
+    in a helper (issue 17, the held-out corpus): the torchrun half of the warning is not
+    shown; started by torch.distributed.launch, the option still rejects --local-rank."""
+    (tmp_path / "train.py").write_text(UNREAD)
+    report = lint_paths([str(tmp_path)])
+    found = [f for f in report.findings if f.finding.code == "LINT-LOCAL-RANK-ARG"]
+    assert [f.finding.severity for f in found] == ["info"]
+    assert "nothing else in this file reads local_rank" in found[0].finding.message
+    (tmp_path / "run.sh").write_text("python -m torch.distributed.launch train.py\n")
+    report = lint_paths([str(tmp_path)])
+    found = [f for f in report.findings if f.finding.code == "LINT-LOCAL-RANK-ARG"]
+    assert [f.finding.severity for f in found] == ["warning"]
+    # read once more (args.local_rank), the warning needs no launcher
+    (tmp_path / "run.sh").unlink()
+    (tmp_path / "train.py").write_text(UNREAD + "print(args.local_rank)\n")
+    report = lint_paths([str(tmp_path)])
+    found = [f for f in report.findings if f.finding.code == "LINT-LOCAL-RANK-ARG"]
+    assert [f.finding.severity for f in found] == ["warning"]

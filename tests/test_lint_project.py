@@ -256,6 +256,7 @@ def test_local_rank_read_in_a_helper_module(tmp_path: Path) -> None:
                 parser = argparse.ArgumentParser()
                 parser.add_argument("--local_rank", type=int, default=0)
                 args = parser.parse_args()
+                device = f"cuda:{args.local_rank}"
             """,
         },
     )
@@ -330,7 +331,7 @@ def test_local_rank_option_beside_an_unreadable_rank_setup_is_info(tmp_path: Pat
     option = (
         "import argparse\nparser = argparse.ArgumentParser()\n"
         "parser.add_argument('--local_rank', type=int, default=0)\n"
-        "args = parser.parse_args()\n"
+        "args = parser.parse_args()\ndevice = args.local_rank\n"
     )
     _write(
         tmp_path,

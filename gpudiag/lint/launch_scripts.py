@@ -39,6 +39,10 @@ _PY = re.compile(r"([\w.\-/]+\.py)\b")
 #: torch.distributed.launch)
 _OLD_PYTHON = re.compile(r"\bpython(?:2(?:\.\d+)?|3\.[0-7])\b")
 OLD_TORCH = "torch 1.x (an interpreter torch 2 does not support)"
+#: torch.distributed.launch --use-env (or --use_env): "the script will not pass
+#: --local-rank as argument, and will instead set LOCAL_RANK" (torch 2.13
+#: torch/distributed/launch.py, parse_args); dino's README starts its retrieval evals so
+_USE_ENV = re.compile(r"--use[-_]env\b")
 
 
 def _commands(text: str) -> list[str]:
@@ -60,6 +64,9 @@ def _launches(path: str) -> list[tuple[set[str], list[str]]]:
         if launchers:
             if _OLD_PYTHON.search(command):
                 launchers.add(OLD_TORCH)
+            if "torch.distributed.launch" in launchers and _USE_ENV.search(command):
+                # sets LOCAL_RANK and passes no --local-rank, as torchrun
+                launchers = (launchers - {"torch.distributed.launch"}) | {"torchrun"}
             out.append((launchers, _PY.findall(command)))
     return out
 
@@ -85,8 +92,10 @@ def _read_docs(root: str) -> dict[str, frozenset[str]]:
     """``{script path relative to root: launchers}`` from the commands in the project's
     Markdown and reStructuredText files that name a script by its path from the root
     (``python -m torch.distributed.launch … examples/distributed_training.py``, as
-    mmengine's docs/en/common_usage/distributed_training.md). A bare file name is not
-    taken from a document: it may name any ``train.py``."""
+    mmengine's docs/en/common_usage/distributed_training.md). A bare file name is the
+    file beside the document (swav's README.md: ``python -m torch.distributed.launch
+    --nproc_per_node=8 main_swav.py``, run from the folder the README is in; the held-out
+    corpus of issue 17), not any ``train.py`` elsewhere."""
     found: dict[str, set[str]] = {}
     docs: list[str] = []
     for seen, (folder, subs, files) in enumerate(os.walk(root)):
@@ -97,10 +106,14 @@ def _read_docs(root: str) -> dict[str, frozenset[str]]:
         if len(docs) >= MAX_DOCS or seen >= MAX_DOC_FOLDERS:
             break  # a root that is no project (`gpudiag lint /`) costs a bounded walk
     for path in docs[:MAX_DOCS]:
+        beside = os.path.relpath(os.path.dirname(path), root)
         for launchers, scripts in _launches(path):
             for script in (s.removeprefix("./") for s in scripts):
-                if "/" in script and not script.startswith("/"):
-                    found.setdefault(os.path.normpath(script), set()).update(launchers)
+                if script.startswith("/"):
+                    continue
+                if "/" not in script:
+                    script = os.path.join(beside, script)
+                found.setdefault(os.path.normpath(script), set()).update(launchers)
     return {k: frozenset(v) for k, v in found.items()}
 
 

@@ -13,7 +13,7 @@ import re
 
 from gpudiag.lint import shown
 from gpudiag.lint.codes import Hit, hit
-from gpudiag.lint.facts import Facts
+from gpudiag.lint.facts import Event, Facts
 from gpudiag.lint.launch_scripts import OLD_TORCH
 from gpudiag.lint.rules_cpu import cpu_collective_rules as cpu_collective_rules
 from gpudiag.lint.rules_cpu import ddp_cpu_rules as ddp_cpu_rules
@@ -122,6 +122,11 @@ def local_rank_arg_rules(facts: Facts) -> list[Hit]:
                 " Not certain: nothing in this file calls the function that adds the option; "
                 "the script that does may read LOCAL_RANK."
             )
+        elif not _read_elsewhere(facts, ev):
+            note = (
+                " Not certain: nothing else in this file reads local_rank (the rank may come "
+                "from elsewhere); a function it hands the options to may."
+            )
         out.append(
             hit(
                 ev.line,
@@ -141,6 +146,20 @@ def local_rank_arg_rules(facts: Facts) -> list[Hit]:
             )
         )
     return out
+
+
+def _read_elsewhere(facts: Facts, ev: Event) -> bool:
+    """Whether ``local_rank`` is written anywhere in the file but the option's own lines
+    (``args.local_rank``, ``getattr(args, "local_rank")``, a comment): read from the text,
+    so any mention keeps the rule as certain as before (issue 17, the held-out corpus:
+    swav's main_deepclusterv2.py declares it "not used", and takes rank % GPUs)."""
+    first = getattr(ev.node, "lineno", 0)
+    last = getattr(ev.node, "end_lineno", None) or first
+    return any(
+        "local_rank" in line
+        for at, line in enumerate(facts.source_lines, start=1)
+        if not first <= at <= last
+    )
 
 
 def _rejected_by_launch(facts: Facts) -> list[Hit]:
