@@ -9,6 +9,7 @@ import json
 import textwrap
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from gpudiag.cli import main
@@ -60,6 +61,41 @@ def test_ckpt_warning_when_the_file_is_not_known_to_be_the_same() -> None:
 def test_ckpt_nothing_for_another_file_or_another_key() -> None:
     assert _ckpt('"c.pt"', '"pretrained.pt"', '"model"') == []
     assert _ckpt('"c.pt"', '"c.pt"', '"ema"') == []
+
+
+@pytest.mark.parametrize(
+    ("alias", "expected"),
+    [
+        # the alias of the not-wrapping arm is the bare model (rosinality's stylegan2)
+        ("    if args.distributed:\n        g = gen.module\n    else:\n        g = gen\n", []),
+        # an alias that is the wrapper in every arm saves module.-prefixed keys
+        ("    g = gen\n", [(15, "error")]),
+    ],
+)
+def test_ckpt_an_alias_in_the_arm_that_does_not_wrap_is_bare(
+    alias: str, expected: list[tuple[int, str]]
+) -> None:
+    """Issue 17, the held-out corpus: ``if args.distributed: g_module = generator.module``
+    / ``else: g_module = generator`` saves the bare model whichever arm runs; the walker
+    runs both arms and saw the wrapper, two false LINT-CKPT-PREFIX-MISMATCH."""
+    text = (
+        "import torch\nimport torch.nn as nn\n\n"
+        "def train(args, gen):\n" + alias + '    torch.save({"g": g.state_dict()}, "c.pt")\n\n'
+        "def main(args):\n"
+        "    gen = nn.Linear(4, 4).cuda()\n"
+        '    ckpt = torch.load("c.pt")\n'
+        "    if args.distributed:\n"
+        "        gen = nn.parallel.DistributedDataParallel(gen, device_ids=[0])\n"
+        "    train(args, gen)\n"
+        "    fresh = nn.Linear(4, 4)\n"
+        '    fresh.load_state_dict(ckpt["g"])\n'
+    )
+    found = [
+        (f.line, f.finding.severity)
+        for f in lint_source(text)
+        if f.finding.code == "LINT-CKPT-PREFIX-MISMATCH"
+    ]
+    assert found == expected
 
 
 def test_only_a_module_load_counts() -> None:

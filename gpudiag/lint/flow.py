@@ -14,6 +14,7 @@ import bisect
 
 from gpudiag.lint.facts import Facts
 from gpudiag.lint.syntax import dotted_key, unparse
+from gpudiag.lint.values import Val
 
 #: calls that only look at a model: passing it to them moves nothing
 _LOOKS_ONLY = frozenset(
@@ -190,3 +191,18 @@ def passed_to_a_call(facts: Facts, key: str, start: ast.AST, end: ast.AST) -> bo
     lines = _handed(facts, scope).get(key, [])
     at = bisect.bisect_left(lines, first)
     return at < len(lines) and lines[at] < last
+
+
+def unwrapped_alias(facts: Facts, alias: ast.AST, wrapper: Val) -> Val:
+    """The value a name gets from ``alias`` (``g_module = generator``), a name the walker
+    holds as a DataParallel/DDP wrapper: the bare module where the alias sits in the arm
+    of the wrap's own condition that does not wrap (``if args.distributed: generator =
+    DDP(…)`` … ``if args.distributed: g_module = generator.module`` / ``else: g_module =
+    generator``). The walker runs both arms, so it saw the wrapper (issue 17, the held-out
+    corpus: rosinality's stylegan2 train.py, two false LINT-CKPT-PREFIX-MISMATCH)."""
+    if wrapper.node is None:
+        return wrapper
+    wrapped_when = set(tests_around(facts, wrapper.node))
+    if not any((text, not holds) in wrapped_when for text, holds in tests_around(facts, alias)):
+        return wrapper
+    return Val(kind="module", device=wrapper.device, node=alias)

@@ -25,6 +25,7 @@ from gpudiag.lint import names as N
 from gpudiag.lint.amp_calls import AmpCalls
 from gpudiag.lint.exprs import MAX_NESTING
 from gpudiag.lint.facts import Facts, Setup
+from gpudiag.lint.flow import unwrapped_alias
 from gpudiag.lint.skips import skipped
 from gpudiag.lint.survey import Survey
 from gpudiag.lint.syntax import dotted_key, dotted_prefixes, imported, unparse
@@ -213,10 +214,8 @@ class Walker(AmpCalls):
 
     def decided(self, test: ast.expr) -> bool | None:
         """Whether an ``if`` whose test is a flag (``if new_data:``, ``if not x:``) holding
-        a constant takes its arm (None: both arms run). Outside loops only: a flag set
-        again further down a loop body can take the other arm on the next pass (issue
-        17, the held-out corpus: ``make(new_data=True)``'s ``else`` arm made a false
-        LINT-DDP-NO-SET-DEVICE error in fairscale's benchmarks)."""
+        a constant takes its arm (None: both arms run); outside loops only, where a flag
+        set lower in the body takes the other arm next pass (docs/lint.md)."""
         negated = False
         while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
             test, negated = test.operand, not negated
@@ -291,6 +290,8 @@ class Walker(AmpCalls):
                     if ev.node is value_node and ev.kind == val.kind:
                         ev.data["bound_to"] = key
                         break
+            elif val.kind in ("dp", "ddp") and isinstance(value_node, (ast.Name, ast.Attribute)):
+                val = unwrapped_alias(self.facts, value_node, val)
             self.names[key] = val
             # a new `self.model` replaces what was known about `self.model.xyz`
             self.forget_below(key)
