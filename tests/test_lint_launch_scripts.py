@@ -164,3 +164,20 @@ def test_an_option_nothing_else_reads_is_info_unless_launch_starts_it(tmp_path: 
     report = lint_paths([str(tmp_path)])
     found = [f for f in report.findings if f.finding.code == "LINT-LOCAL-RANK-ARG"]
     assert [f.finding.severity for f in found] == ["warning"]
+
+
+def test_os_getenv_without_import_os_still_reads_local_rank(tmp_path: Path) -> None:
+    """NVIDIA's BERT extract_features.py defaults --local_rank to os.getenv('LOCAL_RANK')
+    but never imports os (held-out corpus of issue 17): the script reads LOCAL_RANK."""
+    text = (
+        "import argparse\nparser = argparse.ArgumentParser()\n"
+        "parser.add_argument('--local_rank', type=int, default=os.getenv('LOCAL_RANK', -1))\n"
+        "args = parser.parse_args()\nprint(args.local_rank)\n"
+    )
+    (tmp_path / "train.py").write_text(text)
+    report = lint_paths([str(tmp_path)])
+    assert [f for f in report.findings if f.finding.code == "LINT-LOCAL-RANK-ARG"] == []
+    (tmp_path / "train.py").write_text(text.replace("os.getenv('LOCAL_RANK', -1)", "-1"))
+    report = lint_paths([str(tmp_path)])
+    found = [f for f in report.findings if f.finding.code == "LINT-LOCAL-RANK-ARG"]
+    assert [f.finding.severity for f in found] == ["warning"]

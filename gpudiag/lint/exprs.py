@@ -126,10 +126,9 @@ class ExprEval:
         # a call (mp.get_context("spawn").Process) or anything else: no module path
         if not isinstance(node, ast.Name) or node.id in self.names:
             return None
-        base = self.aliases.get(node.id)
-        if base is None:
-            return None
-        return ".".join([base, *reversed(attrs)])
+        # `os.getenv(…)` without `import os` still reads the environment (NVIDIA's BERT)
+        base = self.aliases.get(node.id) or ("os" if node.id == "os" else None)
+        return None if base is None else ".".join([base, *reversed(attrs)])
 
     def eval(self, node: ast.expr | None) -> Val:
         if node is None or self.nesting >= MAX_NESTING:
