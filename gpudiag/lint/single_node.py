@@ -1,7 +1,7 @@
 """Files whose ranks are single-node by construction.
 
 A global rank used as a CUDA ordinal (``LINT-DEVICE-FROM-GLOBAL-RANK``) breaks only
-where ranks span nodes. Two kinds of file start every rank on the local host, so the
+where ranks span nodes. These files start every rank on the local host, so the
 global rank is the local one there (issue 17: 4 of 6 wrong findings on the corpus):
 
 * a test class built on torch's multi-process harness: ``MultiProcessTestCase`` and
@@ -16,9 +16,12 @@ global rank is the local one there (issue 17: 4 of 6 wrong findings on the corpu
   ``node_rank * nprocs + rank``): spawn starts its processes on this host (torch 2.13,
   torch/multiprocessing/spawn.py), and ranks ``0..nprocs-1`` leave no rank for another
   node (issue 17, the held-out corpus: 17 wrong findings in fairscale's and OLMo's
-  tests).
+  tests);
+* a test file whose tests are marked ``@pytest.mark.world_size(N)`` (N <= 8), composer's
+  convention: its conftest runs the tests of one world size per ``composer -n N``
+  launch on one host (a second held-out corpus: llm-foundry's MoE tests, 9 wrong).
 
-Read from the syntax tree only (class bases; list and tuple literals), once per file
+Read from the syntax tree only (class bases; calls; list and tuple literals), once per file
 and only when a rule has a candidate finding.
 """
 
@@ -27,10 +30,12 @@ from __future__ import annotations
 import ast
 
 from gpudiag.lint.facts import Facts
-from gpudiag.lint.syntax import ident
+from gpudiag.lint.syntax import dotted_name, ident
 
 _HARNESS = ("MultiProcessTestCase", "DistributedTestBase")
 _LAUNCH = frozenset({"torchrun", "torch.distributed.run", "torch.distributed.launch"})
+#: the most ranks a test marked for a world size is taken to run on one host (8 GPUs)
+_ONE_HOST = 8
 
 
 def _text(node: ast.AST) -> str | None:
@@ -55,6 +60,20 @@ def _launches_one_node(items: list[ast.expr]) -> bool:
     )
 
 
+def _world_size_marker(node: ast.AST) -> int | None:
+    """N of ``@pytest.mark.world_size(N)`` with N <= 8: composer's and llm-foundry's tests
+    are selected by it, one world size per launch of ``composer -n N -m pytest`` on one
+    host (mosaicml/llm-foundry tests/conftest.py, Makefile ``test-dist-gpu``)."""
+    if not isinstance(node, ast.Call) or len(node.args) != 1 or node.keywords:
+        return None
+    name = dotted_name(node.func) or ""
+    size = node.args[0]
+    if not name.endswith("mark.world_size") or not isinstance(size, ast.Constant):
+        return None
+    value = size.value
+    return value if isinstance(value, int) and 1 <= value <= _ONE_HOST else None
+
+
 def single_node_reason(facts: Facts) -> str | None:
     """Why every rank of this file runs on one host, or None."""
     cached = facts.cache.get("single_node")
@@ -75,6 +94,14 @@ def single_node_reason(facts: Facts) -> str | None:
                 reason = (
                     f"{node.name} (line {node.lineno}) is a multi-process test harness: "
                     "it starts every rank on this host"
+                )
+                break
+            size = _world_size_marker(node)
+            if size is not None:
+                reason = (
+                    f"its tests are marked for a world size of {size} "
+                    f"(line {getattr(node, 'lineno', 1)}), "
+                    "which their launcher starts on one host"
                 )
                 break
             if isinstance(node, (ast.List, ast.Tuple)) and _launches_one_node(node.elts):
