@@ -95,6 +95,8 @@ class Facts:
     frameworks: set[str] = field(default_factory=set)
     #: the launchers the project's shell scripts start this file with (launch_scripts.py)
     launched_by: frozenset[str] = frozenset()
+    #: the file the module was read from (None: source text, stdin)
+    path: str | None = None
     #: the event sequence numbers (start, end] of walks of tests that do not run on
     #: current torch (gpudiag.lint.skips)
     skipped: list[tuple[int, int]] = field(default_factory=list)

@@ -17,9 +17,10 @@ global rank is the local one there (issue 17: 4 of 6 wrong findings on the corpu
   torch/multiprocessing/spawn.py), and ranks ``0..nprocs-1`` leave no rank for another
   node (issue 17, the held-out corpus: 17 wrong findings in fairscale's and OLMo's
   tests);
-* a test file whose tests are marked ``@pytest.mark.world_size(N)`` (N <= 8), composer's
-  convention: its conftest runs the tests of one world size per ``composer -n N``
-  launch on one host (a second held-out corpus: llm-foundry's MoE tests, 9 wrong).
+* a test file whose tests are marked ``@pytest.mark.world_size(N)`` (N <= 8), or under
+  a ``conftest.py`` that selects tests by that marker: composer's convention, one world
+  size per ``composer -n N -m pytest`` launch on one host (a second held-out corpus:
+  llm-foundry's tests, 11 wrong).
 
 Read from the syntax tree only (class bases; calls; list and tuple literals), once per file
 and only when a rule has a candidate finding.
@@ -28,6 +29,7 @@ and only when a rule has a candidate finding.
 from __future__ import annotations
 
 import ast
+import os
 
 from gpudiag.lint.facts import Facts
 from gpudiag.lint.syntax import dotted_name, ident
@@ -36,6 +38,8 @@ _HARNESS = ("MultiProcessTestCase", "DistributedTestBase")
 _LAUNCH = frozenset({"torchrun", "torch.distributed.run", "torch.distributed.launch"})
 #: the most ranks a test marked for a world size is taken to run on one host (8 GPUs)
 _ONE_HOST = 8
+_CONFTEST_DEPTH = 4
+_CONFTEST_BYTES = 256 * 1024
 
 
 def _text(node: ast.AST) -> str | None:
@@ -110,5 +114,38 @@ def single_node_reason(facts: Facts) -> str | None:
                     f"(line {node.lineno}, no --nnodes)"
                 )
                 break
+    if not reason and facts.path is not None:
+        conftest = _world_size_conftest(facts.path)
+        if conftest is not None:
+            reason = (
+                f"the tests under {conftest} are run one world size per launch "
+                "(@pytest.mark.world_size), on one host"
+            )
     facts.cache["single_node"] = reason
     return reason or None
+
+
+def _world_size_conftest(path: str) -> str | None:
+    """The nearest ``conftest.py`` above a test file that selects its tests by a
+    ``world_size`` marker (composer's convention: mosaicml/llm-foundry tests/conftest.py
+    defaults a test to ``pytest.mark.world_size(1)`` and keeps those of $WORLD_SIZE, one
+    ``composer -n N -m pytest`` launch on one host; the second held-out corpus's
+    test_ffn.py). Read only for a file with a candidate finding; a few folders up."""
+    name = os.path.basename(path)
+    if not (name.startswith("test_") or name.endswith("_test.py")):
+        return None
+    folder = os.path.dirname(os.path.abspath(path))
+    for _ in range(_CONFTEST_DEPTH):
+        conftest = os.path.join(folder, "conftest.py")
+        try:
+            with open(conftest, "rb") as handle:
+                text = handle.read(_CONFTEST_BYTES).decode("utf-8", "replace")
+        except OSError:
+            text = ""
+        if "mark.world_size(" in text and "get_closest_marker" in text:
+            return conftest
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    return None

@@ -295,6 +295,7 @@ def _lint_text(
     lines = text.splitlines()
     try:
         facts = analyse(tree, lines, project, file) if might_find(text) else quiet(tree, lines)
+        facts.path = file
         if project is not None and file is not None and facts.of("local_rank_arg"):
             # only LINT-LOCAL-RANK-ARG reads it: no folder listing for the other files
             facts.launched_by = project.launches.launchers_of(file)
