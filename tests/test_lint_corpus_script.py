@@ -201,3 +201,27 @@ def test_bad_verdict_file_is_one_line_and_exit_2(bench, capsys, row, message):
 def test_unknown_repo_is_bad_input(bench, capsys):
     rc, out = _run(bench, capsys, "--repo", "acme+none")
     assert rc == 2 and "acme+none" in out
+
+
+@pytest.mark.parametrize("listing", ["repos.csv", "heldout-1.csv", "heldout-2.csv"])
+def test_the_committed_corpora_and_their_verdicts_read(listing: str) -> None:
+    """Every committed list of repositories (the tuning corpus and the two held-out ones)
+    reads, each repository's verdicts read against its commit, every verdict is given,
+    and no repository is in two lists (a held-out one would no longer be held out)."""
+    script = _script()
+    here = ROOT / "bench" / "lint_corpus"
+    repos = script.read_repos(here / listing)
+    assert repos
+    judged = 0
+    for repo in repos:
+        verdicts = script.read_verdicts(here / "verdicts", repo)
+        assert all(v.verdict for v in verdicts.values()), repo.name
+        judged += len(verdicts)
+    assert judged > 0
+    others = {
+        r.name
+        for name in ("repos.csv", "heldout-1.csv", "heldout-2.csv")
+        if name != listing
+        for r in script.read_repos(here / name)
+    }
+    assert not others & {r.name for r in repos}
