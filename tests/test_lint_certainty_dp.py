@@ -180,6 +180,7 @@ def test_dp_on_own_modules_that_hold_no_parameters_is_not_reported() -> None:
         """
         import torch
         import torch.nn as nn
+        import mylib
         from mylib import skippable
 
         class Empty(nn.Module):
@@ -203,10 +204,17 @@ def test_dp_on_own_modules_that_hold_no_parameters_is_not_reported() -> None:
         b(torch.ones(1, 2).cuda())
         c = nn.DataParallel(Net(), device_ids=[0, 1])
         c(torch.ones(1, 2).cuda())
+
+        class Other(mylib.Module):  # another library's base may hold parameters
+            def forward(self, x):
+                return x
+
+        d = nn.DataParallel(Other(), device_ids=[0, 1])
+        d(torch.ones(1, 2).cuda())
         """,
         "LINT-DP-MODULE-DEVICE",
     )
-    assert found == [(25, "error")]
+    assert found == [(26, "error"), (33, "error")]
 
 
 def test_a_move_in_the_same_arm_still_counts() -> None:

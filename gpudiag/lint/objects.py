@@ -17,7 +17,7 @@ import ast
 
 from gpudiag.lint import names as N
 from gpudiag.lint.exprs import ExprEval
-from gpudiag.lint.syntax import argument, dotted_key, ident, uses_cuda
+from gpudiag.lint.syntax import argument, dotted_key, dotted_name, uses_cuda
 from gpudiag.lint.values import UNKNOWN, Dev, Val
 
 #: which state dict: a DataParallel/DDP wrapper's (keys "module.…"), a bare model's, other
@@ -75,7 +75,7 @@ def _members(vals: list[Val]) -> list[Val]:
 
 def _bare_module(base: ast.expr) -> bool:
     """``nn.Module``, ``torch.nn.Module`` or ``Module``: a base that adds no parameter."""
-    return ident(base) in ("Module", "nn.Module", "torch.nn.Module")
+    return dotted_name(base) in ("Module", "nn.Module", "torch.nn.Module")
 
 
 class ObjectCalls(ExprEval):
