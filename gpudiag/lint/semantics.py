@@ -305,7 +305,7 @@ class Semantics(ExprEval):
         )
         if sampler_given and shuffle is not None and shuffle.has_const and shuffle.const is True:
             # where each value was made: `sampler = DistributedSampler(…)` and `shuffle =
-            # True` in the two arms of one `if` never meet (rules_epoch asks flow.exclusive)
+            # True` in the two arms of one `if` never meet (rules_epoch, with gpudiag.lint.flow)
             none = sampler.has_const and sampler.const is None
             self.event(
                 "loader_shuffle", node, data={"made": (sampler.node, shuffle.node), "none": none}
