@@ -202,7 +202,11 @@ def unwrapped_alias(facts: Facts, alias: ast.AST, wrapper: Val) -> Val:
     corpus: rosinality's stylegan2 train.py, two false LINT-CKPT-PREFIX-MISMATCH)."""
     if wrapper.node is None:
         return wrapper
-    wrapped_when = set(tests_around(facts, wrapper.node))
+    memo = facts.cache.setdefault("wrapped_when", {})  # one wrapper, many aliases: once
+    assert isinstance(memo, dict)
+    wrapped_when = memo.get(id(wrapper.node))
+    if wrapped_when is None:
+        wrapped_when = memo[id(wrapper.node)] = set(tests_around(facts, wrapper.node))
     if not any((text, not holds) in wrapped_when for text, holds in tests_around(facts, alias)):
         return wrapper
     return Val(kind="module", device=wrapper.device, node=alias)

@@ -9,6 +9,7 @@ rules on CPU objects in GPU calls in :mod:`gpudiag.lint.rules_cpu`.
 
 from __future__ import annotations
 
+import bisect
 import re
 
 from gpudiag.lint import shown
@@ -153,13 +154,14 @@ def _read_elsewhere(facts: Facts, ev: Event) -> bool:
     (``args.local_rank``, ``getattr(args, "local_rank")``, a comment): read from the text,
     so any mention keeps the rule as certain as before (issue 17, the held-out corpus:
     swav's main_deepclusterv2.py declares it "not used", and takes rank % GPUs)."""
+    mentions = facts.cache.get("local_rank_lines")
+    if not isinstance(mentions, list):  # once per file: a file may declare it many times
+        mentions = [at for at, line in enumerate(facts.source_lines, 1) if "local_rank" in line]
+        facts.cache["local_rank_lines"] = mentions
     first = getattr(ev.node, "lineno", 0)
     last = getattr(ev.node, "end_lineno", None) or first
-    return any(
-        "local_rank" in line
-        for at, line in enumerate(facts.source_lines, start=1)
-        if not first <= at <= last
-    )
+    within = bisect.bisect_right(mentions, last) - bisect.bisect_left(mentions, first)
+    return len(mentions) > within
 
 
 def _rejected_by_launch(facts: Facts) -> list[Hit]:

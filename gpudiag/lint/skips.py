@@ -15,6 +15,7 @@ and kept deprecated AMP calls in the helpers they spawn: 7 wrong warnings.
 from __future__ import annotations
 
 import ast
+import bisect
 import dataclasses
 
 from gpudiag.lint.codes import Hit
@@ -66,17 +67,22 @@ def cap(hits: list[Hit], facts: Facts) -> list[Hit]:
     ranges = facts.skipped
     if not ranges or all(h.finding.severity == "info" for h in hits):
         return hits
+    # walks follow one another: the ranges are in order and apart, so a bisection finds
+    # the one a sequence number may lie in (a file of thousands of skipped tests stays
+    # linear; issue 21)
+    starts = [start for start, _ in ranges]
+
+    def in_skipped(seq: int) -> bool:
+        at = bisect.bisect_left(starts, seq) - 1
+        return at >= 0 and seq <= ranges[at][1]
+
     seqs: dict[int, list[int]] = {}
     for ev in facts.events:
         seqs.setdefault(ev.line, []).append(ev.seq)
     out: list[Hit] = []
     for h in hits:
         at = seqs.get(h.line)
-        if (
-            h.finding.severity != "info"
-            and at
-            and all(any(start < seq <= end for start, end in ranges) for seq in at)
-        ):
+        if h.finding.severity != "info" and at and all(in_skipped(seq) for seq in at):
             finding = dataclasses.replace(
                 h.finding, severity="info", message=f"{h.finding.message} {SKIPPED_NOTE}"
             )
