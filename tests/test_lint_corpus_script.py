@@ -203,7 +203,9 @@ def test_unknown_repo_is_bad_input(bench, capsys):
     assert rc == 2 and "acme+none" in out
 
 
-@pytest.mark.parametrize("listing", ["repos.csv", "heldout-1.csv", "heldout-2.csv"])
+@pytest.mark.parametrize(
+    "listing", ["repos.csv", "heldout-1.csv", "heldout-2.csv", "heldout-3.csv"]
+)
 def test_the_committed_corpora_and_their_verdicts_read(listing: str) -> None:
     """Every committed list of repositories (the tuning corpus and the two held-out ones)
     reads, each repository's verdicts read against its commit, every verdict is given,
@@ -220,7 +222,7 @@ def test_the_committed_corpora_and_their_verdicts_read(listing: str) -> None:
     assert judged > 0
     others = {
         r.name
-        for name in ("repos.csv", "heldout-1.csv", "heldout-2.csv")
+        for name in ("repos.csv", "heldout-1.csv", "heldout-2.csv", "heldout-3.csv")
         if name != listing
         for r in script.read_repos(here / name)
     }
