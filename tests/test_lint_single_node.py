@@ -121,7 +121,9 @@ def test_a_conftest_that_selects_tests_by_world_size_makes_it_info(tmp_path: Pat
 
     layers = tmp_path / "tests" / "layers"
     layers.mkdir(parents=True)
-    (layers / "test_ffn.py").write_text(BODY + "\ndef test_it():\n    make_model()\n")
+    # a harness that reads LOCAL_RANK: not taken as one host for being a test module
+    harness = "import os\nLOCAL = int(os.environ.get('LOCAL_RANK', 0))\n"
+    (layers / "test_ffn.py").write_text(harness + BODY + "\ndef test_it():\n    make_model()\n")
     (layers / "helpers.py").write_text(BODY)
 
     def severities(name: str) -> set[str]:
@@ -138,3 +140,72 @@ def test_a_conftest_that_selects_tests_by_world_size_makes_it_info(tmp_path: Pat
     (tmp_path / "tests" / "conftest.py").write_text(_CONFTEST)
     assert severities("test_ffn.py") == {"info"}
     assert severities("helpers.py") == {"warning"}
+
+
+_TEST = BODY + "\n\ndef test_it():\n    make_model()\n"
+
+
+def _project_severities(tmp_path: Path, name: str) -> set[str]:
+    from gpudiag.lint import lint_paths
+
+    report = lint_paths([str(tmp_path)])
+    return {
+        f.finding.severity
+        for f in report.findings
+        if f.finding.code == "LINT-DEVICE-FROM-GLOBAL-RANK" and f.path.endswith(name)
+    }
+
+
+def test_a_test_module_that_never_reads_local_rank_makes_it_info(tmp_path: Path) -> None:
+    """Distributed tests are started on one host (a fourth held-out corpus: 53 wrong
+    warnings in ColossalAI's tests, spawned through a project helper on localhost, and in
+    flash-attention's, launched by `torchrun --nproc_per_node=N pytest`). The same code in
+    a file pytest does not collect keeps the warning."""
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "test_layers.py").write_text(_TEST)
+    (tests / "layers_test.py").write_text(_TEST)
+    (tmp_path / "train.py").write_text(_TEST)
+    assert _project_severities(tmp_path, "test_layers.py") == {"info"}
+    assert _project_severities(tmp_path, "layers_test.py") == {"info"}
+    assert _project_severities(tmp_path, "train.py") == {"warning"}
+    from gpudiag.lint import lint_paths
+
+    messages = [
+        f.finding.message
+        for f in lint_paths([str(tests / "test_layers.py")]).findings
+        if f.finding.code == "LINT-DEVICE-FROM-GLOBAL-RANK"
+    ]
+    assert messages and all("test_layers.py is a test module" in m for m in messages)
+
+
+def test_a_test_helper_that_reads_local_rank_keeps_the_warning(tmp_path: Path) -> None:
+    """Megatron-LM's tests: the harness reads LOCAL_RANK and RANK in a class body
+    (tests/unit_tests/test_utilities.py) and means to span nodes; a test that sets the
+    device from dist.get_rank() then breaks on the second node (3 right warnings kept)."""
+    unit = tmp_path / "tests" / "unit_tests"
+    unit.mkdir(parents=True)
+    (tmp_path / "tests" / "__init__.py").write_text("")
+    (unit / "__init__.py").write_text("")
+    (unit / "test_utilities.py").write_text(
+        "import os\n\nclass Utils:\n"
+        "    rank = int(os.environ.get('RANK', '0'))\n"
+        "    local_rank = int(os.environ.get('LOCAL_RANK', '0'))\n\n"
+        "    @staticmethod\n    def initialize():\n        pass\n"
+    )
+    (unit / "test_comm.py").write_text(
+        "from tests.unit_tests.test_utilities import Utils\n" + _TEST
+    )
+    assert _project_severities(tmp_path, "test_comm.py") == {"warning"}
+    # the same read in the library the test exercises (ColossalAI's DistCoordinator)
+    # says nothing of how the tests are launched: info
+    (unit / "test_utilities.py").write_text("def initialize():\n    pass\n")
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "__init__.py").write_text("")
+    (tmp_path / "lib" / "coordinator.py").write_text(
+        "import os\n\ndef local_rank():\n    return int(os.environ['LOCAL_RANK'])\n"
+    )
+    (unit / "test_comm.py").write_text(
+        "from lib.coordinator import local_rank\n" + _TEST + "    local_rank()\n"
+    )
+    assert _project_severities(tmp_path, "test_comm.py") == {"info"}

@@ -321,6 +321,7 @@ class ExprEval:
             self.facts.reads_launcher_rank = True
         if "LOCAL" in tags:
             self.facts.reads_local_rank_env = True
+            self.facts.harness_reads_local_rank = True
         return tags
 
     # ------------------------------------------------------------------ env writes

@@ -85,6 +85,9 @@ class Facts:
     reads_launcher_rank: bool = False
     #: the script reads LOCAL_RANK (or another node-local rank variable) from the environment
     reads_local_rank_env: bool = False
+    #: ... and the read is the file's own, or a test helper's (a project module in a test
+    #: folder): a test harness that tells the local rank apart (single_node.py)
+    harness_reads_local_rank: bool = False
     source_lines: list[str] = field(default_factory=list)
     by_kind: dict[str, list[Event]] = field(default_factory=dict)
     #: per-file memo for rules (e.g. the parsed CUDA_VISIBLE_DEVICES values)

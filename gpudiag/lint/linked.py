@@ -20,9 +20,10 @@ from gpudiag.lint import summary as S
 from gpudiag.lint.facts import Facts
 from gpudiag.lint.loopflow import FlowWalker
 from gpudiag.lint.project import UNRESOLVED, Project, Resolution, Sym
+from gpudiag.lint.single_node import is_test_path
 from gpudiag.lint.summary import import_aliases
 from gpudiag.lint.syntax import dotted_name
-from gpudiag.lint.values import UNKNOWN, Val
+from gpudiag.lint.values import UNKNOWN, Val, rank_kind
 
 _STDLIB = frozenset(sys.stdlib_module_names)
 #: Frameworks that set devices and ranks up themselves, and whose launchers differ from
@@ -96,7 +97,15 @@ class LinkedWalker(FlowWalker):
 
     def run(self) -> Facts:
         facts = super().run()
-        if facts.of("local_rank_arg") and not facts.reads_local_rank_env:
+        # asked by LINT-LOCAL-RANK-ARG, and by LINT-DEVICE-FROM-GLOBAL-RANK in a test
+        # module (single_node.py: a harness that reads LOCAL_RANK means to span nodes)
+        for_option = facts.of("local_rank_arg") and not facts.reads_local_rank_env
+        if for_option or (
+            not facts.harness_reads_local_rank
+            and any(
+                e.val is not None and rank_kind(e.val) == "global" for e in facts.of("device_use")
+            )
+        ):
             self.import_time_reads()
         return facts
 
@@ -112,7 +121,9 @@ class LinkedWalker(FlowWalker):
             caps = self.project.module_top(self.path, dotted)
             if S.LOCAL_RANK_ENV in caps:
                 self.facts.reads_local_rank_env = True
-                return
+                if is_test_path(dotted.replace(".", "/")):
+                    self.facts.harness_reads_local_rank = True
+                    return
 
     # ------------------------------------------------------------------ calls
 
@@ -182,6 +193,8 @@ class LinkedWalker(FlowWalker):
         if S.LOCAL_RANK_ENV in caps:
             self.facts.reads_local_rank_env = True
             self.facts.reads_launcher_rank = True
+            if is_test_path(sym.path):
+                self.facts.harness_reads_local_rank = True
         if S.RANK_ENV in caps:
             self.facts.reads_launcher_rank = True
         if S.SET_EPOCH in caps:

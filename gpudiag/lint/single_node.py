@@ -20,7 +20,15 @@ global rank is the local one there (issue 17: 4 of 6 wrong findings on the corpu
 * a test file whose tests are marked ``@pytest.mark.world_size(N)`` (N <= 8), or under
   a ``conftest.py`` that selects tests by that marker: composer's convention, one world
   size per ``composer -n N -m pytest`` launch on one host (a second held-out corpus:
-  llm-foundry's tests, 11 wrong).
+  llm-foundry's tests, 11 wrong);
+* a pytest module (``test_*.py``, ``*_test.py``) when neither it nor the project code it
+  uses as a test helper reads ``LOCAL_RANK``: distributed tests are started on one host (torch's
+  ``MultiProcessTestCase``, an ``mp.spawn`` helper, ``torchrun --nproc_per_node=N pytest``),
+  and a test harness that means to span nodes tells the local rank apart (Megatron-LM's
+  tests/unit_tests/test_utilities.py reads both, and keeps the warning). Taken by
+  convention, not proved, which info is for (a fourth held-out corpus: 53 warnings in
+  ColossalAI's tests, started through ``colossalai.testing.spawn`` on localhost, and in
+  flash-attention's, whose comments launch them with ``torchrun --nproc_per_node``).
 
 Read from the syntax tree only (class bases; calls; list and tuple literals), once per file
 and only when a rule has a candidate finding.
@@ -121,8 +129,32 @@ def single_node_reason(facts: Facts) -> str | None:
                 f"the tests under {conftest} are run one world size per launch "
                 "(@pytest.mark.world_size), on one host"
             )
+    if not reason and facts.path is not None and not facts.harness_reads_local_rank:
+        name = os.path.basename(facts.path)
+        if _is_test_module(name):
+            reason = (
+                f"{name} is a test module and neither it nor a test helper it uses "
+                "reads LOCAL_RANK: its ranks are taken to run on one host"
+            )
     facts.cache["single_node"] = reason
     return reason or None
+
+
+_TEST_FOLDERS = frozenset({"test", "tests", "testing", "unit_tests", "unittests"})
+
+
+def is_test_path(path: str) -> bool:
+    """A test module, or a module in a test folder (``tests/unit_tests/test_utilities.py``,
+    ``tests.kit.helpers`` written with slashes)."""
+    parts = path.replace(os.sep, "/").split("/")
+    return _is_test_module(parts[-1] if parts[-1].endswith(".py") else parts[-1] + ".py") or any(
+        part in _TEST_FOLDERS for part in parts[:-1]
+    )
+
+
+def _is_test_module(name: str) -> bool:
+    """A file pytest collects by default (``python_files = test_*.py *_test.py``)."""
+    return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
 
 
 def _world_size_conftest(path: str) -> str | None:
@@ -131,8 +163,7 @@ def _world_size_conftest(path: str) -> str | None:
     defaults a test to ``pytest.mark.world_size(1)`` and keeps those of $WORLD_SIZE, one
     ``composer -n N -m pytest`` launch on one host; the second held-out corpus's
     test_ffn.py). Read only for a file with a candidate finding; a few folders up."""
-    name = os.path.basename(path)
-    if not (name.startswith("test_") or name.endswith("_test.py")):
+    if not _is_test_module(os.path.basename(path)):
         return None
     folder = os.path.dirname(os.path.abspath(path))
     for _ in range(_CONFTEST_DEPTH):

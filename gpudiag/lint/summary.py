@@ -111,10 +111,15 @@ class Def:
                         self._local.setdefault(name, target)
                 continue
             if top and (
-                _main_guard(node)
-                or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                _main_guard(node) or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
             ):
-                continue  # the script's own run; the module's functions and classes
+                continue  # the script's own run; the module's functions
+            if top and isinstance(node, ast.ClassDef):
+                # a class body runs on import (Megatron-LM's tests/unit_tests/
+                # test_utilities.py: ``class Utils: local_rank = int(os.environ[...])``);
+                # its methods do not
+                stack.extend(reversed(node.body))
+                continue
             kind = type(node)
             if kind in _DIRECT_KINDS:
                 _direct(node, self, aliases, skip, scoped)
