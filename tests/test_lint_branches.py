@@ -160,3 +160,44 @@ for batch in range(3):
 """
     found = [f.line for f in lint_source(text) if f.finding.code == "LINT-DDP-NO-SET-DEVICE"]
     assert found == [10]
+
+
+_SPAWNED_FLAG = """\
+import contextlib
+
+import torch
+import torch.multiprocessing as mp
+
+
+class TestModel:
+    def test_without_amp(self):
+        with_amp = {flag}
+        self._run(with_amp=with_amp)
+
+    @classmethod
+    def _run(cls, with_amp):
+        mp.spawn(cls._worker, (with_amp, "sync"), nprocs=2)
+
+    @staticmethod
+    def _worker(gpu_id, with_amp, sync_file):
+        for step in range(5):
+            context = contextlib.suppress()
+            if with_amp:
+                context = torch.cuda.amp.autocast()
+            with context:
+                pass
+"""
+
+
+@pytest.mark.parametrize(("flag", "lines"), [("False", []), ("True", [21])])
+def test_a_flag_no_loop_sets_decides_its_arm_in_the_loop(flag: str, lines: list[int]) -> None:
+    """vissl's tests/test_vit_fsdp.py: ``with_amp = False`` reaches the worker through a
+    classmethod and ``mp.spawn(cls._worker, (…, with_amp, …))`` (positional args); the
+    worker's loop never sets it, so its ``if with_amp:`` arm never runs (a fourth
+    held-out corpus, 2 wrong warnings)."""
+    found = [
+        f.line
+        for f in lint_source(_SPAWNED_FLAG.format(flag=flag))
+        if f.finding.code == "LINT-AMP-DEPRECATED"
+    ]
+    assert found == lines

@@ -17,6 +17,7 @@ from gpudiag.lint.syntax import (
     argument,
     class_members,
     dotted_name,
+    is_static,
     keyword,
     uses_cuda,
 )
@@ -236,6 +237,8 @@ class Semantics(ExprEval):
     def launch(self, path: str, node: ast.Call, method: str) -> Val:
         target_node = keyword(node, "target") if "Process" in path else argument(node, 0, "fn")
         args_node = keyword(node, "args")
+        if args_node is None and "Process" not in path:
+            args_node = argument(node, 1, "args")  # spawn(fn, args=(), nprocs=1, …)
         if "start_processes" in path:
             sm = keyword(node, "start_method")
             method = "spawn"
@@ -249,6 +252,11 @@ class Semantics(ExprEval):
             bound = self.names.get(target_node.id)
             if bound is not None:
                 fn = self.funcs.get(str(bound.const)) if bound.kind == "func" else None
+        elif isinstance(target_node, ast.Attribute) and dotted_name(target_node.value) in (
+            "self",
+            "cls",
+        ):
+            fn = self.methods.get(target_node.attr)  # mp.spawn(cls._worker, …): vissl's tests
         self.event(
             "fork_launch" if method == "fork" else "spawn_launch",
             node,
@@ -271,7 +279,8 @@ class Semantics(ExprEval):
             self.proc = f"{'fork' if method == 'fork' else 'spawn'}:{fn.name}"
             # torch.multiprocessing.spawn calls fn(i, *args): i is the local process index
             call_args = extra if "Process" in path else [SPAWN_INDEX, *extra]
-            self.inline(fn, call_args, [], at=node)
+            bound_self = isinstance(target_node, ast.Attribute) and not is_static(fn)
+            self.inline(fn, call_args, [], at=node, skip_self=bound_self)
             self.proc = saved
         return Val(kind="process", node=node)
 

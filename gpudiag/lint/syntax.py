@@ -250,3 +250,8 @@ def class_members(cls: ast.ClassDef) -> frozenset[str]:
         ):
             out.add(node.attr)
     return frozenset(out)
+
+
+def is_static(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """A ``@staticmethod``: called through ``self``/``cls``, it gets no instance."""
+    return any(dotted_name(d) == "staticmethod" for d in fn.decorator_list)

@@ -28,7 +28,7 @@ from gpudiag.lint.facts import Facts, Setup
 from gpudiag.lint.flow import unwrapped_alias
 from gpudiag.lint.skips import skipped
 from gpudiag.lint.survey import Survey
-from gpudiag.lint.syntax import dotted_key, dotted_prefixes, imported, unparse
+from gpudiag.lint.syntax import assigned_in, dotted_key, dotted_prefixes, imported, unparse
 from gpudiag.lint.values import UNKNOWN, Val, const, union
 
 #: how many times one body is followed (four, before, cost 7% of the corpus run and
@@ -214,12 +214,14 @@ class Walker(AmpCalls):
 
     def decided(self, test: ast.expr) -> bool | None:
         """Whether an ``if`` whose test is a flag (``if new_data:``, ``if not x:``) holding
-        a constant takes its arm (None: both arms run); outside loops only, where a flag
-        set lower in the body takes the other arm next pass (docs/lint.md)."""
+        a constant takes its arm (None: both arms run); in a loop, only a flag no loop around
+        it sets, or a later pass could take the other arm (docs/lint.md; vissl's tests)."""
         negated = False
         while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
             test, negated = test.operand, not negated
-        if self.loops or not isinstance(test, ast.Name):
+        if not isinstance(test, ast.Name):
+            return None
+        if any(test.id in names or test.id in assigned_in(loop) for names, _, loop in self.loops):
             return None
         val = self.peek(test)
         if not val.has_const:
