@@ -374,7 +374,7 @@ _API: _Rows = (
 )
 
 _LINT: _Rows = (
-    ("LINT-PARSE-ERROR", "error", "the file cannot be read or parsed as Python"),
+    ("LINT-PARSE-ERROR", "error|info", "the file cannot be read or parsed as Python"),
     (
         "LINT-IGNORE-UNKNOWN-CODE",
         "warning",

@@ -14,16 +14,19 @@ import gc
 import io
 import os
 import stat
+import sys
 import tokenize
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from gpudiag.errors import GpudiagInputError
+from gpudiag.findings.finding import Severity
 from gpudiag.lint import gates, skips
 from gpudiag.lint.codes import Hit, LintFinding, hit
 from gpudiag.lint.facts import Facts
 from gpudiag.lint.linked import LinkedWalker
+from gpudiag.lint.newer_syntax import newer_syntax
 from gpudiag.lint.project import Project
 from gpudiag.lint.relevance import might_find, quiet
 from gpudiag.lint.rules_amp import deprecated_rules, scaler_rules
@@ -218,10 +221,19 @@ def parse_error(path: str, exc: BaseException, *, walk: bool = False) -> LintFin
         "Fix the syntax (python -m py_compile FILE shows the same error), or save the file "
         "as UTF-8 / declare its encoding (# -*- coding: … -*-)."
     )
+    severity: Severity = "error"
     if isinstance(exc, SyntaxError):
         line = exc.lineno or 1
         col = exc.offset or 1
         what = f"{type(exc).__name__}: {exc.msg}"
+        newer = newer_syntax(exc, exc.text or "")
+        if newer is not None:
+            # most likely valid where its project runs it: this proves nothing (info)
+            version, construct = newer
+            here = f"{sys.version_info[0]}.{sys.version_info[1]}"
+            severity = "info"
+            what += f" (at Python {version}'s {construct}, newer than this Python {here})"
+            fix = f"Run gpudiag lint under Python {version} or newer to check this file."
     elif isinstance(exc, UnicodeDecodeError):
         what = f"not valid {exc.encoding} text ({exc.reason} at byte {exc.start})"
     elif isinstance(exc, (RecursionError, MemoryError)):
@@ -244,7 +256,7 @@ def parse_error(path: str, exc: BaseException, *, walk: bool = False) -> LintFin
         line,
         col,
         "LINT-PARSE-ERROR",
-        "error",
+        severity,
         f"Cannot parse this file as Python: {what}. Nothing in it was checked.",
         fix,
         None,
