@@ -197,3 +197,39 @@ def test_a_load_another_arm_maps_is_info() -> None:
     )
     found = [(f.line, f.finding.severity) for f in lint_source(script) if f.finding.code == _LOAD]
     assert found == [(15, "info")]
+
+
+_WARM_UP = """\
+import os
+
+import torch
+import torch.distributed as dist
+
+{early}
+dist.init_process_group(backend="nccl")
+local_rank = int(os.environ["LOCAL_RANK"])
+torch.cuda.set_device(local_rank)
+model = torch.nn.Linear(2, 2).cuda()
+"""
+
+
+def _codes(text: str) -> list[tuple[int, str, str]]:
+    return [
+        (f.line, f.finding.code, f.finding.severity)
+        for f in lint_source(text)
+        if f.finding.code in (_CODE, "LINT-DDP-NO-SET-DEVICE")
+    ]
+
+
+def test_a_tensor_made_before_set_device_and_thrown_away_is_a_context() -> None:
+    """modded-nanogpt's ``torch.empty(1, device='cuda', requires_grad=True).backward()`` at
+    import, before the set_device: each rank moves to its own GPU afterwards but leaves a
+    context on GPU 0 (a fifth held-out corpus: 3 false LINT-DDP-NO-SET-DEVICE errors that
+    said every rank trains on GPU 0). What is kept (a model moved in place, a tensor bound
+    to a name) still lands on cuda:0: that stays the error."""
+    early = "torch.empty(1, device='cuda', requires_grad=True).backward()"
+    assert _codes(_WARM_UP.format(early=early)) == [(6, _CODE, "warning")]
+    kept = "warm = torch.empty(1, device='cuda', requires_grad=True)"
+    assert _codes(_WARM_UP.format(early=kept)) == [(6, "LINT-DDP-NO-SET-DEVICE", "error")]
+    moved = "head = torch.nn.Linear(2, 2)\nhead.cuda()"
+    assert _codes(_WARM_UP.format(early=moved)) == [(7, "LINT-DDP-NO-SET-DEVICE", "error")]

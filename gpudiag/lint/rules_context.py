@@ -7,7 +7,8 @@ the run (``nvidia-smi`` lists every rank on GPU 0). Two ways lint can see:
 
 - ``LINT-DDP-CUDA0-CONTEXT``: a call that works on the current device
   (``torch.cuda.synchronize()``, ``mem_get_info()``, ``Stream()``, ``empty_cache()`` once
-  CUDA is initialised) before the rank's ``set_device``; placements (``.cuda()``,
+  CUDA is initialised) before the rank's ``set_device``, and a tensor made there and
+  thrown away (``rules_device._stray_context``); kept placements (``.cuda()``,
   ``device="cuda"``) are LINT-DDP-NO-SET-DEVICE's. Sources in :mod:`gpudiag.lint.ctx_calls`.
 - ``LINT-DDP-LOAD-NO-MAP-LOCATION``: ``torch.load`` without ``map_location`` restores
   each tensor to the device it was saved from (torch 2.13 torch/serialization.py
