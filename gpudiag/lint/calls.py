@@ -203,7 +203,11 @@ class CallSemantics(ObjectCalls, Semantics):
         if path in N.PROCESS or path.endswith(".Process"):
             return self.launch(path, node, self.start_method)
         if path in N.POOL:
-            return Val(kind="pool", const=self.start_method, has_const=True, node=node)
+            # ProcessPoolExecutor(mp_context=get_context("spawn")) (lerobot; a fifth
+            # held-out corpus), Pool(context=…): the given context's start method
+            given = kw.get("mp_context") or kw.get("context")
+            method = given.const if given is not None and given.kind == "mpctx" else None
+            return Val(kind="pool", const=method or self.start_method, has_const=True, node=node)
         if path in N.SET_START_METHOD and args and args[0].has_const:
             self.start_method = str(args[0].const)
             return UNKNOWN
