@@ -204,10 +204,18 @@ def test_unknown_repo_is_bad_input(bench, capsys):
 
 
 @pytest.mark.parametrize(
-    "listing", ["repos.csv", "heldout-1.csv", "heldout-2.csv", "heldout-3.csv"]
+    "listing",
+    [
+        "repos.csv",
+        "heldout-1.csv",
+        "heldout-2.csv",
+        "heldout-3.csv",
+        "heldout-4.csv",
+        "heldout-5.csv",
+    ],
 )
 def test_the_committed_corpora_and_their_verdicts_read(listing: str) -> None:
-    """Every committed list of repositories (the tuning corpus and the two held-out ones)
+    """Every committed list of repositories (the tuning corpus and the held-out ones)
     reads, each repository's verdicts read against its commit, every verdict is given,
     and no repository is in two lists (a held-out one would no longer be held out)."""
     script = _script()
@@ -222,7 +230,7 @@ def test_the_committed_corpora_and_their_verdicts_read(listing: str) -> None:
     assert judged > 0
     others = {
         r.name
-        for name in ("repos.csv", "heldout-1.csv", "heldout-2.csv", "heldout-3.csv")
+        for name in ("repos.csv", *(f"heldout-{n}.csv" for n in range(1, 6)))
         if name != listing
         for r in script.read_repos(here / name)
     }
