@@ -133,28 +133,33 @@ def single_node_reason(facts: Facts) -> str | None:
                 )
                 break
     if not reason and facts.path is not None:
-        driver = _sibling_driver(facts.path)
-        if driver is not None:
-            reason = (
-                f"{driver} beside it launches it with torchrun on one node "
-                "(--nproc_per_node, no --nnodes)"
-            )
-    if not reason and facts.path is not None:
-        conftest = _world_size_conftest(facts.path)
-        if conftest is not None:
-            reason = (
-                f"the tests under {conftest} are run one world size per launch "
-                "(@pytest.mark.world_size), on one host"
-            )
-    if not reason and facts.path is not None and not facts.harness_reads_local_rank:
-        name = os.path.basename(facts.path)
-        if _is_test_module(name):
-            reason = (
-                f"{name} is a test module and neither it nor a test helper it uses "
-                "reads LOCAL_RANK: its ranks are taken to run on one host"
-            )
+        reason = _by_path(facts.path, facts.harness_reads_local_rank)
     facts.cache["single_node"] = reason
     return reason or None
+
+
+def _by_path(path: str, harness_reads_local_rank: bool) -> str:
+    """Single-node reasons read from the file's place in the project: a test driver beside
+    it, its conftest, or its being a test module (empty: none)."""
+    driver = _sibling_driver(path)
+    if driver is not None:
+        return (
+            f"{driver} beside it launches it with torchrun on one node "
+            "(--nproc_per_node, no --nnodes)"
+        )
+    conftest = _world_size_conftest(path)
+    if conftest is not None:
+        return (
+            f"the tests under {conftest} are run one world size per launch "
+            "(@pytest.mark.world_size), on one host"
+        )
+    name = os.path.basename(path)
+    if _is_test_module(name) and not harness_reads_local_rank:
+        return (
+            f"{name} is a test module and neither it nor a test helper it uses "
+            "reads LOCAL_RANK: its ranks are taken to run on one host"
+        )
+    return ""
 
 
 _TEST_FOLDERS = frozenset({"test", "tests", "testing", "unit_tests", "unittests"})
