@@ -172,7 +172,7 @@ def test_os_getenv_without_import_os_still_reads_local_rank(tmp_path: Path) -> N
     text = (
         "import argparse\nparser = argparse.ArgumentParser()\n"
         "parser.add_argument('--local_rank', type=int, default=os.getenv('LOCAL_RANK', -1))\n"
-        "args = parser.parse_args()\nprint(args.local_rank)\n"
+        "args = parser.parse_args()\ndevice = f'cuda:{args.local_rank}'\n"
     )
     (tmp_path / "train.py").write_text(text)
     report = lint_paths([str(tmp_path)])
@@ -218,3 +218,50 @@ def test_a_membership_test_on_the_environment_reads_local_rank(tmp_path: Path) -
     report = lint_paths([str(tmp_path)])
     found = [f for f in report.findings if f.finding.code == "LINT-LOCAL-RANK-ARG"]
     assert [f.finding.severity for f in found] == ["warning"]
+
+
+ONE_PROCESS = """\
+import argparse
+import torch
+import torch.distributed as dist
+parser = argparse.ArgumentParser()
+parser.add_argument("--local_rank", default=0, type=int)
+args = parser.parse_args()
+dist.init_process_group("nccl", init_method="tcp://127.0.0.1:26442", world_size={size}, rank=0)
+torch.cuda.set_device(args.local_rank)
+"""
+
+
+def _local_rank_severities(tmp_path: Path, text: str) -> list[str]:
+    (tmp_path / "test_seg.py").write_text(text)
+    report = lint_paths([str(tmp_path)])
+    return [f.finding.severity for f in report.findings if f.finding.code == "LINT-LOCAL-RANK-ARG"]
+
+
+def test_a_group_of_one_process_makes_the_option_moot(tmp_path: Path) -> None:
+    """Cream's CDARTS test_seg.py: init_process_group(world_size=1, rank=0), a group of
+    one whatever --local_rank says (a sixth held-out corpus, 1 wrong warning). A group of
+    two, or a project script that starts it with torch.distributed.launch, keeps it."""
+    assert _local_rank_severities(tmp_path, ONE_PROCESS.format(size=1)) == []
+    assert _local_rank_severities(tmp_path, ONE_PROCESS.format(size=2)) == ["warning"]
+    (tmp_path / "run.sh").write_text(
+        "python -m torch.distributed.launch --nproc_per_node=2 test_seg.py\n"
+    )
+    assert _local_rank_severities(tmp_path, ONE_PROCESS.format(size=1)) == ["warning"]
+
+
+def test_an_option_in_a_script_with_nothing_distributed_is_info(tmp_path: Path) -> None:
+    """Cream's cal_model.py reads args.local_rank only to gate a print, and starts no
+    process group (a sixth held-out corpus, 1 wrong warning)."""
+    text = (
+        "import argparse\nparser = argparse.ArgumentParser()\n"
+        "parser.add_argument('--local_rank', type=int, default=0)\n"
+        "args = parser.parse_args()\nif args.local_rank == 0:\n    print('params')\n"
+    )
+    assert _local_rank_severities(tmp_path, text) == ["info"]
+    # the option picks the GPU: it decides something
+    device = text + "device = f'cuda:{args.local_rank}'\n"
+    assert _local_rank_severities(tmp_path, device) == ["warning"]
+    dist = text.replace("import argparse\n", "import argparse\nimport torch.distributed as dist\n")
+    dist += "dist.init_process_group('nccl')\n"
+    assert _local_rank_severities(tmp_path, dist) == ["warning"]

@@ -186,6 +186,7 @@ class CallSemantics(ObjectCalls, Semantics):
                 isinstance(init, ast.Constant) and str(init.value).startswith("env://")
             )
             rank = kw.get("rank", args[4] if len(args) > 4 else None)
+            size = kw.get("world_size", args[3] if len(args) > 3 else None)
             self.event(
                 "init_pg",
                 node,
@@ -195,6 +196,7 @@ class CallSemantics(ObjectCalls, Semantics):
                     "env_rendezvous": env_rendezvous and keyword(node, "store") is None,
                     # the spawned process's own index as its global rank: one host
                     "spawn_rank": rank is SPAWN_INDEX,
+                    "one_process": size is not None and as_int(size) == 1,
                 },
             )
             return UNKNOWN

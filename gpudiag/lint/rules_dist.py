@@ -94,6 +94,11 @@ def local_rank_arg_rules(facts: Facts) -> list[Hit]:
         key == "local_rank" or key.endswith(".local_rank") for key in facts.assign_counts
     ):
         return []  # mp.spawn's worker sets args.local_rank = its index (issue 17)
+    inits = facts.of("init_pg")
+    if inits and all(e.data.get("one_process") for e in inits) and not facts.launched_by:
+        # init_process_group(world_size=1, rank=0): a group of one, whatever the option
+        # says (a sixth held-out corpus: Cream's CDARTS test_seg.py)
+        return []
     # a call lint cannot read that, by its name, sets ranks up: mmcv's init_dist,
     # setup_distributed(), get_local_rank() (not amp.initialize, not a class)
     rank_setup = [
@@ -122,6 +127,14 @@ def local_rank_arg_rules(facts: Facts) -> list[Hit]:
             note = (
                 " Not certain: nothing in this file calls the function that adds the option; "
                 "the script that does may read LOCAL_RANK."
+            )
+        elif not facts.of(
+            "init_pg", "init_pg_via", "ddp", "opaque_setup", "device_use", "set_device"
+        ):
+            # nothing distributed in sight (Cream's cal_model.py gates a print on it)
+            note = (
+                " Not certain: the script starts no process group, wraps no model in DDP "
+                "and picks no GPU with it; the option may decide nothing."
             )
         elif not _read_elsewhere(facts, ev):
             note = (
