@@ -201,3 +201,45 @@ def test_a_flag_no_loop_sets_decides_its_arm_in_the_loop(flag: str, lines: list[
         if f.finding.code == "LINT-AMP-DEPRECATED"
     ]
     assert found == lines
+
+
+_DEVICE_ARMS = """\
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+def setup():
+    dist.init_process_group("nccl")
+    return 0, 2
+
+
+def main(args):
+    if args.local_rank != -1:
+        local_rank, world_size = setup()
+        device = {gpu}
+    else:
+        device = "cpu"
+        world_size = 1
+    model = torch.nn.Linear(2, 2)
+    model = model.to(device)
+    if world_size > 1:
+        model = DDP(model, device_ids=[device])
+
+
+main(None)
+"""
+
+
+@pytest.mark.parametrize("gpu", ["local_rank", 'torch.device("cuda", local_rank)'])
+def test_a_name_one_arm_puts_on_a_gpu_and_another_on_the_cpu(gpu: str) -> None:
+    """opacus' examples/cifar10.py: ``device`` is the local rank in the distributed arm and
+    "cpu" in the other; DDP is built only where it is the GPU. The arms are walked one
+    after the other, so the last one's "cpu" used to stand for both: a false
+    LINT-DDP-DEVICE-IDS-CPU error (a seventh held-out corpus). A model left on the CPU
+    on every path keeps the error."""
+    found = [f.finding.code for f in lint_source(_DEVICE_ARMS.format(gpu=gpu))]
+    assert "LINT-DDP-DEVICE-IDS-CPU" not in found
+    cpu = _DEVICE_ARMS.format(gpu='"cpu"')
+    errors = [(f.line, f.finding.severity) for f in lint_source(cpu)]
+    assert (21, "error") in errors

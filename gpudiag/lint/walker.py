@@ -1,20 +1,18 @@
 """Walk a module in (approximate) execution order and record :class:`~gpudiag.lint.facts.Facts`.
 
-Statements run in source order; a call to a function or class defined in the
-same file is inlined at the call site (bounded), so ``main()`` under
-``if __name__ == "__main__":`` runs where it is called, and the target of
-``mp.spawn`` runs as a new process. Functions nothing calls are walked at the
-end, each as its own process (``def:NAME``). Every definition is read: a call by
-name (``f()``, ``self.f()``, ``obj.f()``) resolves to the first definition of that
-name in the file, as before (the ``if`` arm of a function defined under ``if``/``else``;
-the first class's ``forward``), and every other definition, which no call resolves
-to, runs at the end as its own process (``def:NAME@LINE``), so a second class's
-``forward`` is read too (issue 17: 10 deprecated-AMP uses were hidden there). Those
-later walks start from what their class's ``__init__`` left in ``self``, and follow a
-call only into a body not read yet (the time stays near what it was).
-Names live in one table keyed by
-their dotted spelling (``model``, ``self.model``, ``args.local_rank``): crude,
-but enough for the data flow the rules need, and it never runs the script.
+Statements run in source order (an ``if``'s arms one after the other; what they leave
+in a name is merged, :mod:`gpudiag.lint.arms`); a call to a function or class of the
+same file is inlined at the call site (bounded), so ``main()`` under ``if __name__ ==
+"__main__":`` runs where it is called, and the target of ``mp.spawn`` runs as a new
+process. Functions nothing calls are walked at the end, each as its own process
+(``def:NAME``). Every definition is read: a call by name (``f()``, ``self.f()``,
+``obj.f()``) resolves to the first definition of that name in the file (the ``if`` arm
+of a function defined under ``if``/``else``; the first class's ``forward``), and every
+other definition runs at the end as its own process (``def:NAME@LINE``; issue 17: 10
+deprecated-AMP uses were hidden in a second class's ``forward``), starting from what
+their class's ``__init__`` left in ``self``, following only bodies not read yet.
+Names live in one table keyed by their dotted spelling (``model``, ``self.model``,
+``args.local_rank``): crude, but enough for the rules' data flow; it never runs the script.
 """
 
 from __future__ import annotations
@@ -23,6 +21,7 @@ import ast
 
 from gpudiag.lint import names as N
 from gpudiag.lint.amp_calls import AmpCalls
+from gpudiag.lint.arms import ArmValues
 from gpudiag.lint.exprs import MAX_NESTING
 from gpudiag.lint.facts import Facts, Setup
 from gpudiag.lint.flow import unwrapped_alias
@@ -165,19 +164,23 @@ class Walker(AmpCalls):
             self.exec_block(stmt.orelse)
         elif isinstance(stmt, ast.If):
             # an elif ladder, arm after arm, without recursion (issue 21: ~490 arms recursed)
-            arm = stmt
+            arm, arms = stmt, ArmValues(stmt, self.names)
             while True:
                 self.eval(arm.test)
                 taken = self.decided(arm.test)
                 if taken is not False:
                     self.exec_block(arm.body)
+                    arms.arm_done(self.names)
                 if taken is True:
                     break  # the other arms never run
                 if len(arm.orelse) == 1 and isinstance(arm.orelse[0], ast.If):
                     arm = arm.orelse[0]
                     continue
                 self.exec_block(arm.orelse)
+                if arm.orelse:
+                    arms.arm_done(self.names)
                 break
+            arms.merge(self.names, taken is True or bool(arm.orelse))
         elif isinstance(stmt, (ast.With, ast.AsyncWith)):
             for item in stmt.items:
                 val = self.eval(item.context_expr)
