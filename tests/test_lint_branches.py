@@ -243,3 +243,53 @@ def test_a_name_one_arm_puts_on_a_gpu_and_another_on_the_cpu(gpu: str) -> None:
     cpu = _DEVICE_ARMS.format(gpu='"cpu"')
     errors = [(f.line, f.finding.severity) for f in lint_source(cpu)]
     assert (21, "error") in errors
+
+
+_GPU_ARMS = """\
+import os
+import torch
+import torch.distributed as dist
+
+
+def init_distributed_mode(args):
+    if "RANK" in os.environ:
+        args.rank = int(os.environ["RANK"])
+        args.world_size = int(os.environ["WORLD_SIZE"])
+        args.gpu = int(os.environ["LOCAL_RANK"])
+    else:
+        args.rank, args.gpu, args.world_size = 0, 0, 1
+    dist.init_process_group("nccl", world_size=args.world_size, rank=args.rank)
+    torch.cuda.set_device(args.gpu)
+
+
+init_distributed_mode(None)
+"""
+
+
+def test_a_name_the_arms_leave_holding_different_constants_holds_none() -> None:
+    """InternVideo's (and DINO's) init_distributed_mode: ``args.gpu`` is LOCAL_RANK in
+    one arm and 0 in the one-process fallback; the last arm's 0 used to make a constant
+    ``set_device(0)`` (an eighth held-out corpus, 2 wrong warnings). A device that is 0
+    on every path stays a constant."""
+    codes = [f.finding.code for f in lint_source(_GPU_ARMS)]
+    assert "LINT-DDP-SET-DEVICE-CONSTANT" not in codes
+    constant = _GPU_ARMS.replace('args.gpu = int(os.environ["LOCAL_RANK"])', "args.gpu = 0")
+    codes = [f.finding.code for f in lint_source(constant)]
+    assert "LINT-DDP-SET-DEVICE-CONSTANT" in codes
+
+
+def test_a_flag_one_arm_turns_off_does_not_hide_the_other_path() -> None:
+    """mmf's trainer: ``use_torch = True``, turned off in one arm; the GradScaler under
+    ``if use_torch:`` runs on the other path (a third held-out corpus, found now)."""
+    text = """\
+import torch
+
+
+def setup(fp16, sharded):
+    use_torch = True
+    if fp16 and sharded:
+        use_torch = False
+    if use_torch:
+        return torch.cuda.amp.GradScaler(enabled=fp16)
+"""
+    assert [f.line for f in lint_source(text) if f.finding.code == "LINT-AMP-DEPRECATED"] == [9]

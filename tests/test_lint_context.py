@@ -233,3 +233,20 @@ def test_a_tensor_made_before_set_device_and_thrown_away_is_a_context() -> None:
     assert _codes(_WARM_UP.format(early=kept)) == [(6, "LINT-DDP-NO-SET-DEVICE", "error")]
     moved = "head = torch.nn.Linear(2, 2)\nhead.cuda()"
     assert _codes(_WARM_UP.format(early=moved)) == [(7, "LINT-DDP-NO-SET-DEVICE", "error")]
+
+
+def test_a_module_with_nothing_to_move_makes_no_placement() -> None:
+    """FasterViT's and MambaVision's module-level ``torch.nn.KLDivLoss(...).cuda()``:
+    a loss with no parameter or buffer moves nothing and starts no context (an eighth
+    held-out corpus, 2 false LINT-DDP-NO-SET-DEVICE errors). A weighted loss holds a
+    buffer, and a Linear parameters: those are still placements."""
+    for early in (
+        "kl = torch.nn.KLDivLoss(reduction='batchmean').cuda()",
+        "act = torch.nn.GELU().cuda()",
+    ):
+        assert _codes(_WARM_UP.format(early=early)) == []
+    for early in (
+        "ce = torch.nn.CrossEntropyLoss(weight=torch.ones(3)).cuda()",
+        "head = torch.nn.Linear(2, 2).cuda()",
+    ):
+        assert _codes(_WARM_UP.format(early=early)) == [(6, "LINT-DDP-NO-SET-DEVICE", "error")]

@@ -265,3 +265,20 @@ def test_an_option_in_a_script_with_nothing_distributed_is_info(tmp_path: Path) 
     dist = text.replace("import argparse\n", "import argparse\nimport torch.distributed as dist\n")
     dist += "dist.init_process_group('nccl')\n"
     assert _local_rank_severities(tmp_path, dist) == ["warning"]
+
+
+def test_a_constant_device_in_a_group_of_one_is_quiet() -> None:
+    """FasterViT's datasets.py __main__: set_device(0) and init_process_group(rank=0,
+    world_size=1): one rank, no GPU to share (an eighth held-out corpus, 2 wrong
+    warnings). The same set_device in a group of several keeps the warning."""
+    from gpudiag.lint import lint_source
+
+    text = (
+        "import torch\nimport torch.distributed as dist\n"
+        "torch.cuda.set_device(0)\n"
+        "dist.init_process_group('nccl', init_method='env://', rank=0, world_size={n})\n"
+    )
+    codes = [f.finding.code for f in lint_source(text.format(n=1))]
+    assert "LINT-DDP-SET-DEVICE-CONSTANT" not in codes
+    codes = [f.finding.code for f in lint_source(text.format(n=2))]
+    assert "LINT-DDP-SET-DEVICE-CONSTANT" in codes

@@ -7,7 +7,10 @@ local_rank`` / ``else: device = "cpu"`` left ``device`` on the CPU, and the
 a false ``LINT-DDP-DEVICE-IDS-CPU`` error (a seventh held-out corpus: opacus'
 examples/cifar10.py). After the statement, a name the arms (or the arms and the path
 that takes none) leave on the CPU and on a GPU holds the value one of them left on a GPU,
-as ``a if c else b`` does (:func:`gpudiag.lint.values.union`). Names are the walker's
+as ``a if c else b`` does (:func:`gpudiag.lint.values.union`); one they leave holding
+different constants holds none (InternVideo's ``args.gpu``: ``LOCAL_RANK``, or 0 in the
+one-process fallback, was a constant ``set_device(0)``; mmf's ``set_torch_grad_scaler``
+turned off in one arm hid the ``GradScaler`` the other path builds). Names are the walker's
 dotted keys; what the arms assign is read from the syntax
 (:func:`gpudiag.lint.syntax.assigned_in`, cached per statement).
 """
@@ -45,6 +48,10 @@ class ArmValues:
             known = [v for v in vals if v is not None]
             kinds = [(_device(v) or ("",))[0] for v in known]
             if "cpu" not in kinds or "cuda" not in kinds:
+                # args.gpu = LOCAL_RANK in one arm, 0 in another: no one constant after it
+                plain = all(v.kind is None and v.device is None and not v.extra for v in known)
+                if plain and len({(v.has_const, repr(v.const)) for v in known}) > 1:
+                    names[key] = Val(tags=frozenset().union(*(v.tags for v in known)))
                 continue
             # as for ``a if c else b`` (values.union): the GPU arm's value (the last one
             # walked), so a rule that needs a name on the CPU does not take one arm for all

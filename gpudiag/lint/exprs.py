@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 
+from gpudiag.lint import names as N
 from gpudiag.lint.facts import Event, Facts
 from gpudiag.lint.folding import MAX_CONST_CHARS, as_text, fold
 from gpudiag.lint.syntax import MAX_DOTTED_PARTS, dotted_key, unparse
@@ -313,6 +314,15 @@ class ExprEval:
         if isinstance(node.op, ast.FloorDiv):
             tags = tags - {"RANK", "LOCAL", "SPAWN"}
         return Val(tags=tags, node=node)
+
+    def holds_nothing(self, method: ast.expr) -> bool:
+        """``nn.KLDivLoss(…).cuda``: the receiver is built from a torch.nn module with no
+        parameter or buffer (:data:`gpudiag.lint.names.HOLD_NOTHING`)."""
+        made = method.value if isinstance(method, ast.Attribute) else None
+        if not isinstance(made, ast.Call) or made.args:
+            return False
+        weighted = any(k.arg in ("weight", "pos_weight") or k.arg is None for k in made.keywords)
+        return not weighted and self.resolve(made.func) in N.HOLD_NOTHING
 
     def env_read(self, var: str) -> frozenset[str]:
         tags = env_tags(var)

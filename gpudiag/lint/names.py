@@ -252,3 +252,20 @@ NN_MODULE_ATTRS = frozenset(
     require_forward_param_sync is_multi_device_module scatter gather replicate
     parallel_apply""".split()  # noqa: SIM905 - a word list reads better than 82 quotes
 )
+
+#: torch.nn modules that hold no parameter and, built without ``weight=`` or
+#: ``pos_weight=`` (a buffer then), no buffer: ``.cuda()`` / ``.to("cuda")`` on one moves
+#: nothing and starts no CUDA context (torch 2.13 torch/nn/modules/module.py ``_apply``
+#: walks only parameters and buffers; loss.py ``_WeightedLoss`` registers ``weight``).
+#: A seventh/eighth held-out corpus: FasterViT's and MambaVision's module-level
+#: ``kl_loss = torch.nn.KLDivLoss(reduction="batchmean").cuda()``, 2 false errors.
+HOLD_NOTHING = frozenset(
+    f"torch.nn.{name}"
+    for name in """L1Loss MSELoss CrossEntropyLoss NLLLoss KLDivLoss BCELoss
+    BCEWithLogitsLoss SmoothL1Loss HuberLoss SoftMarginLoss MultiLabelSoftMarginLoss
+    CosineEmbeddingLoss MarginRankingLoss HingeEmbeddingLoss TripletMarginLoss CTCLoss
+    PoissonNLLLoss GaussianNLLLoss MultiLabelMarginLoss ReLU ReLU6 GELU SiLU Mish Sigmoid
+    Tanh Softmax LogSoftmax LeakyReLU ELU Hardswish Hardsigmoid Identity Flatten Dropout
+    Dropout2d MaxPool1d MaxPool2d MaxPool3d AvgPool1d AvgPool2d AvgPool3d AdaptiveAvgPool1d
+    AdaptiveAvgPool2d AdaptiveAvgPool3d AdaptiveMaxPool2d Upsample PixelShuffle""".split()  # noqa: SIM905
+)

@@ -223,10 +223,16 @@ def _constant(facts: Facts) -> list[Hit]:
         if e.kind == "set_device_via" or _constant_ordinal(e) is None
     }
     starts = bool(facts.of("spawn_launch"))
+    # a process whose every init_process_group makes a group of one (world_size=1): one
+    # rank, no GPU to share (FasterViT's and MambaVision's datasets.py __main__ blocks)
+    inits: dict[str, list[Event]] = {}
+    for e in facts.of("init_pg"):
+        inits.setdefault(e.proc, []).append(e)
+    alone = {p for p, evs in inits.items() if all(e.data.get("one_process") for e in evs)}
     out: list[Hit] = []
     for ev in facts.of("set_device"):
         k = _constant_ordinal(ev)
-        if k is None or ev.proc in variable or ev.proc in procs_with_rank:
+        if k is None or ev.proc in variable or ev.proc in procs_with_rank or ev.proc in alone:
             continue
         if ev.proc.startswith("def:") or not rank_process(facts, ev.proc):
             continue

@@ -144,6 +144,8 @@ class Semantics(ExprEval):
         if dev is None:
             return obj.with_tags(frozenset({"HALF"})) if halved else obj
         ordinal: int | None = None
+        if dev[0] == "cuda" and self.holds_nothing(node.func):
+            return obj  # nn.KLDivLoss().cuda(): nothing to move, no CUDA context
         if dev[0] == "cuda":
             self.device_use(node, target, f".{meth}()")
             self.event("cuda_init", node, data={"what": f".{meth}()"})
