@@ -5,12 +5,10 @@ in a name is merged, :mod:`gpudiag.lint.arms`); a call to a function or class of
 same file is inlined at the call site (bounded), so ``main()`` under ``if __name__ ==
 "__main__":`` runs where it is called, and the target of ``mp.spawn`` runs as a new
 process. Functions nothing calls are walked at the end, each as its own process
-(``def:NAME``). Every definition is read: a call by name (``f()``, ``self.f()``,
-``obj.f()``) resolves to the first definition of that name in the file (the ``if`` arm
-of a function defined under ``if``/``else``; the first class's ``forward``), and every
-other definition runs at the end as its own process (``def:NAME@LINE``; issue 17: 10
-deprecated-AMP uses were hidden in a second class's ``forward``), starting from what
-their class's ``__init__`` left in ``self``, following only bodies not read yet.
+(``def:NAME``). A call by name (``f()``, ``self.f()``) resolves to the first definition
+of that name in the file; every other one runs at the end as its own process
+(``def:NAME@LINE``; issue 17: deprecated AMP hidden in a second class's ``forward``),
+from what its class's ``__init__`` left in ``self``, following only bodies not read yet.
 Names live in one table keyed by their dotted spelling (``model``, ``self.model``,
 ``args.local_rank``): crude, but enough for the rules' data flow; it never runs the script.
 """
