@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import ast
 
-from gpudiag.lint.syntax import dotted_name
+from gpudiag.lint.syntax import dotted_name, flat_targets, inner_blocks
 from gpudiag.lint.values import Dev, Val, device_of
 
 
@@ -63,7 +63,6 @@ def _device(val: Val) -> Dev | None:
 
 
 _TARGETS = (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor)
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
 
 def _assigned(stmt: ast.If) -> frozenset[str]:
@@ -72,11 +71,9 @@ def _assigned(stmt: ast.If) -> frozenset[str]:
     if isinstance(found, frozenset):
         return found
     out: set[str] = set()
-    stack: list[ast.AST] = [*stmt.body, *stmt.orelse]
+    stack: list[ast.stmt] = [stmt]
     while stack:
         node = stack.pop()
-        if isinstance(node, _SCOPES):
-            continue
         targets: list[ast.expr] = []
         if isinstance(node, ast.Assign):
             targets = node.targets
@@ -85,10 +82,10 @@ def _assigned(stmt: ast.If) -> frozenset[str]:
         elif isinstance(node, (ast.With, ast.AsyncWith)):
             targets = [i.optional_vars for i in node.items if i.optional_vars is not None]
         for target in targets:
-            elts = target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]
-            out.update(k for k in map(dotted_name, elts) if k is not None)
-        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
-            stack.extend(getattr(node, field, ()))
+            out.update(k for k in map(dotted_name, flat_targets(target)) if k is not None)
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            for block in inner_blocks(node):
+                stack.extend(block)
     result = frozenset(out)
     stmt._gpudiag_assigned = result  # type: ignore[attr-defined]
     return result

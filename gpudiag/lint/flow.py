@@ -133,6 +133,16 @@ def exclusive(facts: Facts, a: ast.AST, b: ast.AST) -> bool:
     return any(arm != arms_b.get(key, arm) for key, arm in arms_a.items())
 
 
+def discarded(facts: Facts, node: ast.AST) -> bool:
+    """Whether ``node`` stands in an expression statement: what it makes is thrown away
+    (``torch.empty(1, device="cuda").backward()``), not kept."""
+    parents = _parents(facts)
+    parent = parents.get(id(node))
+    while parent is not None and not isinstance(parent, ast.stmt):
+        parent = parents.get(id(parent))
+    return isinstance(parent, ast.Expr)
+
+
 def enclosing_function(facts: Facts, node: ast.AST) -> ast.AST | None:
     """The ``def`` (or, at the top level, the module) ``node`` is written in."""
     parents = _parents(facts)

@@ -15,8 +15,6 @@ accelerate…) may have done makes the finding info.
 
 from __future__ import annotations
 
-import ast
-
 from gpudiag.lint import shown
 from gpudiag.lint.codes import Hit, hit
 from gpudiag.lint.facts import Event, Facts
@@ -71,6 +69,14 @@ def unseen_setup(facts: Facts, ev: Event) -> str | None:
     return None
 
 
+def groups_of_one(facts: Facts) -> set[str]:
+    """The processes that start process groups, each of one (``world_size=1``)."""
+    inits: dict[str, list[Event]] = {}
+    for e in facts.of("init_pg"):
+        inits.setdefault(e.proc, []).append(e)
+    return {p for p, evs in inits.items() if all(e.data.get("one_process") for e in evs)}
+
+
 def rank_process(facts: Facts, proc: str) -> bool:
     """Whether ``proc`` is a rank: not the parent of a script that starts its own ranks."""
     if proc != "main":
@@ -100,9 +106,12 @@ def _no_set_device(facts: Facts) -> list[Hit]:
 
         later = next((e for e in facts.of(*_SETS) if e.proc == ev.proc and e.seq > ev.seq), None)
         what = f'"{_short(ev.node)}"'
-        if later is not None and not ev.text("key") and _discarded(facts, ev.node):
-            out.append(_stray_context(facts, ev, later, what))
-            continue
+        if later is not None and not ev.text("key") and ev.node is not None:
+            from gpudiag.lint.flow import discarded  # on a candidate only
+
+            if discarded(facts, ev.node):
+                out.append(_stray_context(facts, ev, later, what))
+                continue
         if later is not None:
             why = (
                 f"torch.cuda.set_device() is called only later (line {later.line}), so "
@@ -140,20 +149,6 @@ def _no_set_device(facts: Facts) -> list[Hit]:
             )
         )
     return out
-
-
-def _discarded(facts: Facts, node: ast.AST | None) -> bool:
-    """Whether ``node`` is part of an expression statement: what it makes is thrown away
-    (``torch.empty(1, device="cuda").backward()``), not kept on cuda:0."""
-    line = getattr(node, "lineno", None)
-    if facts.tree is None or node is None or line is None:
-        return False
-    return any(
-        isinstance(stmt, ast.Expr)
-        and stmt.lineno <= line <= (stmt.end_lineno or line)
-        and any(sub is node for sub in ast.walk(stmt.value))
-        for stmt in ast.walk(facts.tree)
-    )
 
 
 def _stray_context(facts: Facts, ev: Event, later: Event, what: str) -> Hit:
@@ -223,12 +218,8 @@ def _constant(facts: Facts) -> list[Hit]:
         if e.kind == "set_device_via" or _constant_ordinal(e) is None
     }
     starts = bool(facts.of("spawn_launch"))
-    # a process whose every init_process_group makes a group of one (world_size=1): one
-    # rank, no GPU to share (FasterViT's and MambaVision's datasets.py __main__ blocks)
-    inits: dict[str, list[Event]] = {}
-    for e in facts.of("init_pg"):
-        inits.setdefault(e.proc, []).append(e)
-    alone = {p for p, evs in inits.items() if all(e.data.get("one_process") for e in evs)}
+    # one rank, no GPU to share (FasterViT's and MambaVision's datasets.py __main__ blocks)
+    alone = groups_of_one(facts)
     out: list[Hit] = []
     for ev in facts.of("set_device"):
         k = _constant_ordinal(ev)

@@ -18,7 +18,7 @@ from gpudiag.lint.facts import Event, Facts
 from gpudiag.lint.launch_scripts import OLD_TORCH
 from gpudiag.lint.rules_cpu import cpu_collective_rules as cpu_collective_rules
 from gpudiag.lint.rules_cpu import ddp_cpu_rules as ddp_cpu_rules
-from gpudiag.lint.rules_device import opaque_text
+from gpudiag.lint.rules_device import groups_of_one, opaque_text
 from gpudiag.lint.values import GLOBAL_RANK_VARS, Val, rank_kind
 
 
@@ -94,8 +94,8 @@ def local_rank_arg_rules(facts: Facts) -> list[Hit]:
         key == "local_rank" or key.endswith(".local_rank") for key in facts.assign_counts
     ):
         return []  # mp.spawn's worker sets args.local_rank = its index (issue 17)
-    inits = facts.of("init_pg")
-    if inits and all(e.data.get("one_process") for e in inits) and not facts.launched_by:
+    started = {e.proc for e in facts.of("init_pg")}
+    if started and started <= groups_of_one(facts) and not facts.launched_by:
         # init_process_group(world_size=1, rank=0): a group of one, whatever the option
         # says (a sixth held-out corpus: Cream's CDARTS test_seg.py)
         return []
