@@ -205,8 +205,9 @@ class CallSemantics(ObjectCalls, Semantics):
         if path in N.PROCESS or path.endswith(".Process"):
             return self.launch(path, node, self.start_method)
         if path in N.POOL:
-            # ProcessPoolExecutor(mp_context=get_context("spawn")) (lerobot; a fifth
-            # held-out corpus), Pool(context=…): the given context's start method
+            # ProcessPoolExecutor(mp_context=…), Pool(context=…): the given context's
+            # start method (Python 3 docs, concurrent.futures and multiprocessing.pool;
+            # lerobot's get_context("spawn"), a fifth held-out corpus)
             given = kw.get("mp_context") or kw.get("context")
             method = given.const if given is not None and given.kind == "mpctx" else None
             return Val(kind="pool", const=method or self.start_method, has_const=True, node=node)
