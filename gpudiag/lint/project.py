@@ -26,6 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from gpudiag.lint import summary as S
+from gpudiag.lint.compiles import parse
 from gpudiag.lint.launch_scripts import ShellLaunches
 from gpudiag.lint.modules import KNOWN as _KNOWN
 from gpudiag.lint.modules import ModuleFinder
@@ -167,7 +168,7 @@ class Project(ModuleFinder):
                 data = handle.read(MAX_MODULE_BYTES + 1)
             if len(data) > MAX_MODULE_BYTES:
                 return None  # grown since its size was read
-            tree = ast.parse(data, filename=module)
+            tree = parse(data, module)
         except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
             return None
         self.modules_read += 1

@@ -42,6 +42,7 @@ import ast
 import functools
 import os
 
+from gpudiag.lint.compiles import parse
 from gpudiag.lint.facts import Facts
 from gpudiag.lint.syntax import dotted_name, ident
 
@@ -238,7 +239,7 @@ def _launched_one_node(path: str, mtime_ns: int, size: int) -> frozenset[str]:
             data = handle.read(_CONFTEST_BYTES)
         if b"torchrun" not in data and b"torch.distributed.run" not in data:
             return frozenset()
-        tree = ast.parse(data)
+        tree = parse(data)
     except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
         return frozenset()
     kinds: set[str] = set()

@@ -24,6 +24,7 @@ from gpudiag.errors import GpudiagInputError
 from gpudiag.findings.finding import Severity
 from gpudiag.lint import gates, skips
 from gpudiag.lint.codes import Hit, LintFinding, hit
+from gpudiag.lint.compiles import compile_error, parse
 from gpudiag.lint.facts import Facts
 from gpudiag.lint.linked import LinkedWalker
 from gpudiag.lint.newer_syntax import newer_syntax
@@ -213,9 +214,12 @@ def rules(facts: Facts) -> list[Hit]:
     return skips.cap(gates.cap(hits, facts.tree, facts.source_lines), facts)
 
 
-def parse_error(path: str, exc: BaseException, *, walk: bool = False) -> LintFinding:
+def parse_error(
+    path: str, exc: BaseException, *, walk: bool = False, compiled: bool = False
+) -> LintFinding:
     """The ``LINT-PARSE-ERROR`` finding for a file that cannot be decoded or parsed (or,
-    with ``walk``, that lint's own walk could not follow: a backstop, issue 21)."""
+    with ``walk``, that lint's own walk could not follow: a backstop, issue 21; with
+    ``compiled``, that parses but that Python's compiler rejects: lint/compiles.py)."""
     line, col = 1, 1
     fix = (
         "Fix the syntax (python -m py_compile FILE shows the same error), or save the file "
@@ -252,12 +256,19 @@ def parse_error(path: str, exc: BaseException, *, walk: bool = False) -> LintFin
         )
     else:
         what = str(exc) or type(exc).__name__
+    message = f"Cannot parse this file as Python: {what}. Nothing in it was checked."
+    if compiled:
+        message = (
+            f"Python cannot compile this file: {what}. It fails on import, so nothing in "
+            "it runs, and nothing else in it is reported."
+        )
+        fix = "Fix the error: python -m py_compile FILE shows the same one."
     found = hit(
         line,
         col,
         "LINT-PARSE-ERROR",
         severity,
-        f"Cannot parse this file as Python: {what}. Nothing in it was checked.",
+        message,
         fix,
         None,
         None,
@@ -299,7 +310,7 @@ def _lint_text(
     text: str, path: str, project: Project | None, file: str | None, tree: ast.Module | None
 ) -> tuple[list[LintFinding], Facts | None]:
     try:
-        tree = tree if tree is not None else ast.parse(text, filename=path)
+        tree = tree if tree is not None else parse(text, path)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         # RecursionError ("during ast construction") and MemoryError (the parser's own
         # stack) for valid Python nested thousands of levels deep (issue 21)
@@ -312,6 +323,11 @@ def _lint_text(
             # only LINT-LOCAL-RANK-ARG reads it: no folder listing for the other files
             facts.launched_by = project.launches.launchers_of(file)
         found = place(path, rules(facts), text)
+        if any(f.finding.severity != "info" for f in found):
+            # a second certainty check before a warning or an error (lint/compiles.py)
+            failed = compile_error(tree, path)
+            if failed is not None:
+                return [parse_error(path, failed, compiled=True)], None
     except RecursionError as exc:
         # A backstop: the walk is bounded (MAX_NESTING) to well under Python's default
         # recursion limit, but a caller may already be deep in its own stack.

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field
 
 from gpudiag.lint import names as N
+from gpudiag.lint.compiles import parse
 from gpudiag.lint.syntax import dotted_key, inner_blocks
 from gpudiag.lint.values import GLOBAL_RANK_VARS, LOCAL_RANK_VARS
 
@@ -179,7 +180,7 @@ class _Where:
         segment = b"\n".join(self.lines[self.first - 1 : self.last])
         try:
             # an indented method parses inside a block of any deeper indentation
-            tree = ast.parse(b"if 1:\n" + segment if self.col else segment)
+            tree = parse(b"if 1:\n" + segment if self.col else segment)
             node: ast.AST = tree.body[0]
             if isinstance(node, ast.If):
                 node = node.body[0]
@@ -202,7 +203,7 @@ class _Where:
 
 def _parse(lines: list[bytes]) -> ast.Module:
     try:
-        return ast.parse(b"\n".join(lines))
+        return parse(b"\n".join(lines))
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return ast.Module(body=[], type_ignores=[])
 
