@@ -78,6 +78,8 @@ class Project(ModuleFinder):
         self._backends: dict[Sym, frozenset[str | None]] = {}
         self._active: set[Sym] = set()
         self.launches = ShellLaunches(self.roots)  # how its scripts and docs launch a file
+        #: the run's memo of the callers of functions (gpudiag.lint.callers)
+        self.callers: dict[object, object] = {}
         #: how many modules were read for their summary (docs/lint.md: the cost)
         self.modules_read = 0
         #: the files the run lints, by real path -> their place in its order: a module

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from gpudiag.errors import GpudiagInputError
 from gpudiag.findings.finding import Severity
-from gpudiag.lint import gates, skips
+from gpudiag.lint import callers, gates, skips
 from gpudiag.lint.codes import Hit, LintFinding, hit
 from gpudiag.lint.compiles import compile_error, parse
 from gpudiag.lint.facts import Facts
@@ -322,7 +322,11 @@ def _lint_text(
         if project is not None and file is not None and facts.of("local_rank_arg"):
             # only LINT-LOCAL-RANK-ARG reads it: no folder listing for the other files
             facts.launched_by = project.launches.launchers_of(file)
-        found = place(path, rules(facts), text)
+        hits = rules(facts)
+        if project is not None:
+            # a branch no caller in the project takes (lint/callers.py)
+            hits = callers.cap(hits, tree, file, project)
+        found = place(path, hits, text)
         if any(f.finding.severity != "info" for f in found):
             # a second certainty check before a warning or an error (lint/compiles.py)
             failed = compile_error(tree, path)
