@@ -26,6 +26,7 @@ from gpudiag.lint import callers, gates, skips
 from gpudiag.lint.codes import Hit, LintFinding, hit
 from gpudiag.lint.compiles import compile_error, parse
 from gpudiag.lint.facts import Facts
+from gpudiag.lint.foreign import foreign_project
 from gpudiag.lint.linked import LinkedWalker
 from gpudiag.lint.newer_syntax import newer_syntax
 from gpudiag.lint.project import Project
@@ -215,11 +216,17 @@ def rules(facts: Facts) -> list[Hit]:
 
 
 def parse_error(
-    path: str, exc: BaseException, *, walk: bool = False, compiled: bool = False
+    path: str,
+    exc: BaseException,
+    *,
+    walk: bool = False,
+    compiled: bool = False,
+    foreign: str | None = None,
 ) -> LintFinding:
     """The ``LINT-PARSE-ERROR`` finding for a file that cannot be decoded or parsed (or,
     with ``walk``, that lint's own walk could not follow: a backstop, issue 21; with
-    ``compiled``, that parses but that Python's compiler rejects: lint/compiles.py)."""
+    ``compiled``, that parses but that Python's compiler rejects: lint/compiles.py);
+    ``foreign``: the other language's project it lies in (lint/foreign.py), info."""
     line, col = 1, 1
     fix = (
         "Fix the syntax (python -m py_compile FILE shows the same error), or save the file "
@@ -263,6 +270,13 @@ def parse_error(
             "it runs, and nothing else in it is reported."
         )
         fix = "Fix the error: python -m py_compile FILE shows the same one."
+    if foreign is not None and severity == "error":
+        # most likely the other project's test input, which nothing runs as Python
+        severity = "info"
+        message += (
+            f" It lies in {foreign}, another language's project: its .py files are most "
+            "likely test input, not Python this project runs."
+        )
     found = hit(
         line,
         col,
@@ -314,7 +328,7 @@ def _lint_text(
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         # RecursionError ("during ast construction") and MemoryError (the parser's own
         # stack) for valid Python nested thousands of levels deep (issue 21)
-        return [parse_error(path, exc)], None
+        return [parse_error(path, exc, foreign=_foreign(file, project))], None
     lines = text.splitlines()
     try:
         facts = analyse(tree, lines, project, file) if might_find(text) else quiet(tree, lines)
@@ -331,7 +345,8 @@ def _lint_text(
             # a second certainty check before a warning or an error (lint/compiles.py)
             failed = compile_error(tree, path)
             if failed is not None:
-                return [parse_error(path, failed, compiled=True)], None
+                foreign = _foreign(file, project)
+                return [parse_error(path, failed, compiled=True, foreign=foreign)], None
     except RecursionError as exc:
         # A backstop: the walk is bounded (MAX_NESTING) to well under Python's default
         # recursion limit, but a caller may already be deep in its own stack.
@@ -339,6 +354,10 @@ def _lint_text(
     finally:
         clear_caches()
     return found, facts
+
+
+def _foreign(file: str | None, project: Project | None) -> str | None:
+    return foreign_project(file, project.roots) if project is not None else None
 
 
 def lint_file(
@@ -363,6 +382,6 @@ def lint_file(
     except (SyntaxError, UnicodeError, LookupError) as exc:
         # UnicodeError, not only UnicodeDecodeError: `# coding: undefined` names a
         # codec whose decode raises the base class (issue 21: it was a traceback)
-        return [parse_error(name, exc)], None, ""
+        return [parse_error(name, exc, foreign=_foreign(os.fspath(path), project))], None, ""
     findings, facts = lint_text(text, name, project=project, file=os.fspath(path), tree=tree)
     return findings, facts, text
