@@ -109,7 +109,7 @@ def test_a_caller_that_passes_it_keeps_the_warning(tmp_path: Path, call: str) ->
             "config.yaml": "_target_: engine.train_one_epoch\nbeit_like: false\n",
         },
         # no call at all: a library's function, called by its users
-        {"main.py": "import engine\n"},
+        {"main.py": "import engine\n\nprint(engine)\n"},
         # found by a registry's string
         {"main.py": "import engine\ngetattr(engine, 'train_one_epoch')(1, 2, 3)\n"},
     ],

@@ -30,22 +30,18 @@ from __future__ import annotations
 import ast
 import dataclasses
 import os
-import re
 from collections.abc import Callable
 
 from gpudiag.lint import shown
 from gpudiag.lint.codes import Hit
 from gpudiag.lint.compiles import parse
 from gpudiag.lint.project import Project, Sym
+from gpudiag.lint.project_text import root_of
 
 #: decorators that leave a function's parameters to its callers
 _PLAIN = frozenset(
     {"no_grad", "inference_mode", "enable_grad", "staticmethod", "classmethod", "wraps"}
 )
-#: where a configuration may name a function and bind its parameters (Hydra, mmengine)
-_CONFIG = (".yaml", ".yml", ".json", ".toml", ".cfg", ".ini", ".sh")
-_MAX_FILES = 50_000
-_MAX_BYTES = 2 * 1024 * 1024
 
 
 @dataclasses.dataclass(frozen=True)
@@ -257,20 +253,16 @@ class _Call:
 def _uses(project: Project, file: str, name: str) -> tuple[_Call, ...] | None:
     """The calls in the project's Python files that may be of ``name`` defined at the top
     of ``file``; None when it is used any other way, or a file cannot be read."""
-    word = re.compile(rb"\b" + re.escape(name.encode()) + rb"\b")
     home = os.path.realpath(file)
-    root = next(r for r in project.roots if home.startswith(r.rstrip(os.sep) + os.sep))
+    root = root_of(file, project.roots)
+    naming = project.text.naming(root, name) if root is not None else None
+    if naming is None:
+        return None
     calls: list[_Call] = []
-    for path in _files(root, project.callers):
-        try:
-            with open(path, "rb") as handle:
-                data = handle.read(_MAX_BYTES + 1)
-        except OSError:
-            continue
-        if not word.search(data):
-            continue
-        if len(data) > _MAX_BYTES or not path.endswith(".py"):
-            return None  # a configuration may name it and bind its parameters
+    for path in naming:
+        data = project.text.read(path)
+        if data is None or not path.endswith(".py"):
+            return None  # a configuration or a document may name it, and bind its parameters
         found = _calls_in(data, name, path, home, project)
         if found is None:
             return None
@@ -331,23 +323,3 @@ def _names(node: ast.AST, name: str) -> bool:
     if isinstance(node, ast.Name):
         return node.id == name
     return isinstance(node, ast.Attribute) and node.attr == name
-
-
-def _files(root: str, memo: dict[object, object]) -> tuple[str, ...]:
-    """The project's Python and configuration files, bounded; none past the bound (then a
-    name's uses are unknown). Listed once per run."""
-    known = memo.get(("files", root))
-    if isinstance(known, tuple):
-        return known
-    memo[("files", root)] = out_files = _walk(root)
-    return out_files
-
-
-def _walk(root: str) -> tuple[str, ...]:
-    out: list[str] = []
-    for folder, subs, names in os.walk(root):
-        subs[:] = sorted(s for s in subs if not s.startswith(".") and s != "__pycache__")
-        out.extend(os.path.join(folder, n) for n in sorted(names) if n.endswith((".py", *_CONFIG)))
-        if len(out) > _MAX_FILES:
-            return ()
-    return tuple(out)

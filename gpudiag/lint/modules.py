@@ -68,6 +68,17 @@ class ModuleFinder:
         self._found[key] = result
         return result
 
+    def module_file(self, file: str, level: int, parts: list[str]) -> str | None:
+        """The module file that ``parts`` (after ``level`` dots) names, imported from
+        ``file``; None when lint cannot find all of it, or it is no project module."""
+        if level:
+            found = self._relative(file, level, parts)
+        elif parts and parts[0] not in KNOWN:
+            found = self._locate(self.search_dirs(file), parts)
+        else:
+            return None
+        return found[0] if found is not None and found[1] == len(parts) else None
+
     def folder(self, file: str) -> str:
         found = self._folder.get(file)
         if found is None:

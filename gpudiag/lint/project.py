@@ -30,6 +30,7 @@ from gpudiag.lint.compiles import parse
 from gpudiag.lint.launch_scripts import ShellLaunches
 from gpudiag.lint.modules import KNOWN as _KNOWN
 from gpudiag.lint.modules import ModuleFinder
+from gpudiag.lint.project_text import ProjectText
 from gpudiag.lint.summary import ClassInfo, Def, ModuleSummary
 
 #: How many modules a name may be re-exported through (``from .core import f`` in an
@@ -78,8 +79,10 @@ class Project(ModuleFinder):
         self._backends: dict[Sym, frozenset[str | None]] = {}
         self._active: set[Sym] = set()
         self.launches = ShellLaunches(self.roots)  # how its scripts and docs launch a file
-        #: the run's memo of the callers of functions (gpudiag.lint.callers)
+        #: the run's memo of the callers of functions (gpudiag.lint.callers) and of the
+        #: importers of modules (gpudiag.lint.reach), and the text they search
         self.callers: dict[object, object] = {}
+        self.text = ProjectText()
         #: how many modules were read for their summary (docs/lint.md: the cost)
         self.modules_read = 0
         #: the files the run lints, by real path -> their place in its order: a module
