@@ -70,10 +70,10 @@ def test_a_chain_nothing_imports_is_info(tmp_path: Path) -> None:
         {
             "train.py": "import sgm.losses.other\n\nprint(1)\n",
             "sgm/losses/other.py": "",
-            "sgm/losses/__init__.py": "from sgm.quantize import Quantize\n",
+            "sgm/losses/__init__.py": "from sgm.quantize import Quantize\n\nLOSSES = [Quantize]\n",
         },
         # by a test module (pytest collects it)
-        {"tests/test_quantize.py": "from sgm.quantize import Quantize\n"},
+        {"tests/test_quantize.py": "from sgm.quantize import Quantize\n\nassert Quantize\n"},
         # a script guarded by __main__
         {
             "tools/run.py": "from sgm.quantize import Quantize\n\nif __name__ == '__main__':\n    pass\n"

@@ -165,7 +165,9 @@ def test_a_test_module_that_never_reads_local_rank_makes_it_info(tmp_path: Path)
     tests.mkdir()
     (tests / "test_layers.py").write_text(_TEST)
     (tests / "layers_test.py").write_text(_TEST)
-    (tmp_path / "train.py").write_text(_TEST)
+    # a script that runs the same code (a train.py only defining a test_it() nothing
+    # calls would never run it: lint/unused.py)
+    (tmp_path / "train.py").write_text(BODY + "\n\nmake_model()\n")
     assert _project_severities(tmp_path, "test_layers.py") == {"info"}
     assert _project_severities(tmp_path, "layers_test.py") == {"info"}
     assert _project_severities(tmp_path, "train.py") == {"warning"}

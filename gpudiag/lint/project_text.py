@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 
 #: where a configuration, a shell script or a document may name a module or a function
 TEXT_FILES = (
@@ -28,6 +29,7 @@ TEXT_FILES = (
     ".ipynb",
 )
 _MAX_FILES = 50_000
+_SKIP = frozenset({"__pycache__", "node_modules"})
 MAX_BYTES = 2 * 1024 * 1024
 #: the most bytes kept for one run; past it, files are read again when searched
 _KEPT_BYTES = 256 * 1024 * 1024
@@ -53,9 +55,14 @@ class ProjectText:
         """A file's bytes (None: unreadable, or over :data:`MAX_BYTES`)."""
         if path in self._bytes:
             return self._bytes[path]
+        data: bytes | None = None
         try:
-            with open(path, "rb") as handle:
-                data: bytes | None = handle.read(MAX_BYTES + 1)
+            # a regular file only: opening a FIFO named x.py would wait for a writer
+            # (issue 21's hostile folders)
+            info = os.stat(path)
+            if stat.S_ISREG(info.st_mode) and info.st_size <= MAX_BYTES:
+                with open(path, "rb", opener=_nonblocking) as handle:
+                    data = handle.read(MAX_BYTES + 1)
         except OSError:
             data = None
         if data is not None and len(data) > MAX_BYTES:
@@ -81,6 +88,11 @@ class ProjectText:
         return out
 
 
+def _nonblocking(path: str, flags: int) -> int:
+    # a file swapped for a FIFO after the stat still does not block the open
+    return os.open(path, flags | getattr(os, "O_NONBLOCK", 0))
+
+
 def root_of(file: str, roots: tuple[str, ...]) -> str | None:
     """The innermost lint root that holds ``file`` (None: a file given alone)."""
     real = os.path.realpath(file)
@@ -88,15 +100,43 @@ def root_of(file: str, roots: tuple[str, ...]) -> str | None:
     return max(inside, key=len) if inside else None
 
 
+def _regular(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_file()
+    except OSError:
+        return False
+
+
 def _walk(root: str) -> tuple[str, ...]:
+    """Iterative, like lint's own file walk (gpudiag/lint/source.py): ``os.walk`` recurses
+    once per level before Python 3.12 (issue 21: a 1,200-deep tree), and a folder reached
+    twice (a bind mount of its parent) is listed once."""
     out: list[str] = []
-    for folder, subs, names in os.walk(root):
-        subs[:] = sorted(
-            s for s in subs if not s.startswith(".") and s not in ("__pycache__", "node_modules")
-        )
-        out.extend(
-            os.path.join(folder, n) for n in sorted(names) if n.endswith((".py", *TEXT_FILES))
-        )
+    seen: set[tuple[int, int]] = set()
+    stack = [root]
+    while stack:
+        folder = stack.pop()
+        try:
+            info = os.stat(folder)
+            if (info.st_dev, info.st_ino) in seen:
+                continue
+            seen.add((info.st_dev, info.st_ino))
+            with os.scandir(folder) as listing:
+                entries = sorted(listing, key=lambda e: e.name)
+        except OSError:
+            continue
+        subs: list[str] = []
+        for entry in entries:
+            try:
+                is_dir = entry.is_dir(follow_symlinks=False)
+            except OSError:
+                continue
+            if is_dir:
+                if not entry.name.startswith(".") and entry.name not in _SKIP:
+                    subs.append(entry.path)
+            elif entry.name.endswith((".py", *TEXT_FILES)) and _regular(entry):
+                out.append(entry.path)
         if len(out) > _MAX_FILES:
             return ()
+        stack.extend(reversed(subs))
     return tuple(out)

@@ -40,6 +40,58 @@ from gpudiag.lint.single_node import is_test_path
 UNREACHED_NOTE = "(in a module nothing in the project imports, runs or names)"
 _RUNNABLE = frozenset({"__main__.py", "setup.py", "conftest.py", "manage.py"})
 _WORK = (ast.Expr, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith)
+#: module-level calls that only declare something (a library module makes them too)
+_DECLARES = frozenset(
+    {
+        "namedtuple",
+        "NamedTuple",
+        "TypeVar",
+        "NewType",
+        "ParamSpec",
+        "getLogger",
+        "get_logger",
+        "partial",
+        "compile",
+        "get",
+        "getenv",
+        "Registry",
+        "field",
+        "defaultdict",
+        "OrderedDict",
+        "dict",
+        "list",
+        "set",
+        "tuple",
+        "frozenset",
+        "object",
+        "Enum",
+        "IntEnum",
+        "dataclass",
+        "cast",
+        "Path",
+        "join",
+        "dirname",
+        "abspath",
+        "realpath",
+        "basename",
+        "property",
+        "staticmethod",
+        "classmethod",
+        "register",
+        "register_module",
+        "lru_cache",
+        "cache",
+        "wraps",
+        "float",
+        "int",
+        "str",
+        "bool",
+        "range",
+        "len",
+        "zip",
+        "sorted",
+    }
+)
 _MAX_NAMING = 400
 _MAX_MODULES = 100
 
@@ -92,7 +144,7 @@ def unreached(file: str, project: Project) -> bool:
 def _runnable(module: str, project: Project) -> bool:
     """Run by itself (a script, a test), or a library's public module."""
     name = os.path.basename(module)
-    if name in _RUNNABLE or is_test_path(module) or _public(module):
+    if name in _RUNNABLE or is_test_path(module) or public(module):
         return True
     data = project.text.read(module)
     if data is None or b"__main__" in data:
@@ -101,7 +153,26 @@ def _runnable(module: str, project: Project) -> bool:
         tree = parse(data)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return True
-    return any(isinstance(stmt, _WORK) and not _docstring(stmt) for stmt in tree.body)
+    return any(_works(stmt) for stmt in tree.body)
+
+
+def _works(stmt: ast.stmt) -> bool:
+    """A module-level statement that does something when the file runs: a loop, a
+    ``with``, a call (``scaler = torch.cuda.amp.GradScaler()``), other than one that only
+    declares (``namedtuple``, ``getLogger``, ``TypeVar``…), which libraries do too."""
+    if isinstance(stmt, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    if isinstance(stmt, ast.ClassDef) or _docstring(stmt):
+        return False
+    if isinstance(stmt, _WORK):
+        return True
+    for node in ast.walk(stmt):
+        if isinstance(node, ast.Call):
+            func = node.func
+            last = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if last not in _DECLARES:
+                return True
+    return False
 
 
 def _docstring(stmt: ast.stmt) -> bool:
@@ -112,7 +183,7 @@ def _docstring(stmt: ast.stmt) -> bool:
     )
 
 
-def _public(module: str) -> bool:
+def public(module: str) -> bool:
     """In a package whose top-level folder sits beside a ``setup.py`` or a
     ``pyproject.toml``: a library's, which its users import."""
     folder = os.path.dirname(module)
@@ -166,11 +237,11 @@ def _loads(path: str, word: str, module: str, package: bool, project: Project) -
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     inside = os.path.dirname(module) + os.sep
-    docstrings = {id(d) for n in ast.walk(tree) if (d := _docstring_of(n)) is not None}
+    docstrings = docstring_ids(tree)
     found = False
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            if id(node) not in docstrings and _word_in(word, node.value):
+            if id(node) not in docstrings and word_in(word, node.value):
                 return None  # importlib, a registry, a subprocess: named in a string
             continue
         if not isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -186,6 +257,11 @@ def _loads(path: str, word: str, module: str, package: bool, project: Project) -
     return found
 
 
+def docstring_ids(tree: ast.AST) -> set[int]:
+    """The ``id`` of every docstring's constant in ``tree``: prose, which names nothing."""
+    return {id(d) for n in ast.walk(tree) if (d := _docstring_of(n)) is not None}
+
+
 def _docstring_of(node: ast.AST) -> ast.expr | None:
     """The docstring's constant of a module, class or function (prose, not a name)."""
     if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -195,7 +271,8 @@ def _docstring_of(node: ast.AST) -> ast.expr | None:
     return None
 
 
-def _word_in(word: str, text: str) -> bool:
+def word_in(word: str, text: str) -> bool:
+    """Whether ``word`` stands in ``text`` as a word (not inside an identifier)."""
     at = text.find(word)
     while at >= 0:
         before = text[at - 1] if at else " "

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from gpudiag.errors import GpudiagInputError
 from gpudiag.findings.finding import Severity
-from gpudiag.lint import callers, gates, reach, skips
+from gpudiag.lint import callers, gates, reach, skips, unused
 from gpudiag.lint.codes import Hit, LintFinding, hit
 from gpudiag.lint.compiles import compile_error, parse
 from gpudiag.lint.facts import Facts
@@ -340,6 +340,7 @@ def _lint_text(
         if project is not None:
             # a branch no caller in the project takes (lint/callers.py)
             hits = callers.cap(hits, tree, file, project)
+            hits = unused.cap(hits, tree, file, project)  # a function nothing uses
             hits = reach.cap(hits, file, project)  # a module nothing runs (lint/reach.py)
         found = place(path, hits, text)
         if any(f.finding.severity != "info" for f in found):

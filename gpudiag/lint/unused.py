@@ -1,0 +1,243 @@
+"""Functions and classes that nothing in the project uses: code that never runs.
+
+A module-level function or class runs only when something uses it: a call, a reference
+handed on, a subclass. When lint was given the project's folder and a warning or an
+error lies inside one, every ``.py`` file under the folder that names it is read for its
+uses; a use inside another function or class leads to that one's uses, and a use at
+module level runs when its module does (:mod:`gpudiag.lint.reach`). When no chain of uses
+reaches code that runs, the finding is info, noted (issue 17: a dead evaluation function
+imported and never called, NativeScaler classes nothing builds, ``CheckpointFunction``
+copies whose ``.apply`` is commented out, an ``autocast`` wrapper nothing imports:
+held-out corpora 4 to 10, 14 warnings judged wrong).
+
+Anything lint cannot follow counts as a use that runs: a decorator other than torch's
+grad modes and ``staticmethod``/``classmethod`` (a registry, a CLI, a fixture); a test
+module; a library's public module (:func:`gpudiag.lint.reach.public`); a configuration,
+shell script, document, notebook or string naming it; an import of it under another
+name, from a module lint cannot resolve, or ``*``; an attribute of that name
+(``engine.final_test(...)``) unless it is on ``self``/``cls`` or a standard-library or
+torch module; a file lint cannot read or parse; a name in more than 400 files, or a chain
+of more than 60 uses.
+"""
+
+from __future__ import annotations
+
+import ast
+import bisect
+import dataclasses
+import os
+
+from gpudiag.lint import reach
+from gpudiag.lint.codes import Hit
+from gpudiag.lint.compiles import parse
+from gpudiag.lint.modules import KNOWN
+from gpudiag.lint.project import Project, Sym
+from gpudiag.lint.project_text import root_of
+from gpudiag.lint.single_node import is_test_path
+from gpudiag.lint.syntax import dotted_name
+
+_PLAIN = frozenset(
+    {"no_grad", "inference_mode", "enable_grad", "staticmethod", "classmethod", "wraps"}
+)
+_MAX_NAMING = 400
+_MAX_SYMBOLS = 60
+_Defn = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+
+
+class _Alive(Exception):
+    """Something lint cannot follow uses it: the search stops."""
+
+
+def cap(hits: list[Hit], tree: ast.Module | None, file: str | None, project: Project) -> list[Hit]:
+    """``hits``, each warning or error inside a function or class nothing uses made info."""
+    if tree is None or file is None or all(h.finding.severity == "info" for h in hits):
+        return hits
+    if root_of(file, project.roots) is None:
+        return hits
+    home = os.path.realpath(file)
+    table = _Symbols(tree)
+    out: list[Hit] = []
+    for h in hits:
+        name = table.at(h.line)
+        if h.finding.severity != "info" and name is not None and unused(home, name, project):
+            note = f"(in {name}, which nothing in the project uses)"
+            finding = dataclasses.replace(
+                h.finding, severity="info", message=f"{h.finding.message} {note}"
+            )
+            h = Hit(h.line, h.col, finding)
+        out.append(h)
+    return out
+
+
+class _Symbols:
+    """A module's top-level functions and classes, and the lines that run only when one is
+    used: a function's body, a method's body. A decorator, a default or a class body's own
+    statements run when the module does."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.tree = tree
+        self.defs: dict[str, _Defn | ast.Pass] = {}
+        spans: list[tuple[int, int, str]] = []
+        for stmt in tree.body:
+            if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            # a second definition of the name: which one runs is not known here
+            self.defs[stmt.name] = stmt if stmt.name not in self.defs else _TWICE
+            if isinstance(stmt, ast.ClassDef):
+                methods = [
+                    s for s in stmt.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
+                ]
+                spans.extend((_body_start(m), m.end_lineno or m.lineno, stmt.name) for m in methods)
+            else:
+                spans.append((_body_start(stmt), stmt.end_lineno or stmt.lineno, stmt.name))
+        spans.sort()
+        self.starts = [s for s, _, _ in spans]
+        self.spans = spans
+
+    def at(self, line: int) -> str | None:
+        """The function or class whose use runs ``line``; None: it runs with the module."""
+        at = bisect.bisect_right(self.starts, line) - 1
+        if at < 0 or line > self.spans[at][1]:
+            return None
+        return self.spans[at][2]
+
+
+def _body_start(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    return fn.body[0].lineno if fn.body else fn.lineno
+
+
+_TWICE = ast.Pass()  # a marker: the name is defined more than once
+
+
+def unused(home: str, name: str, project: Project) -> bool:
+    """Whether no chain of uses leads from code that runs to ``name``, defined at the top
+    of ``home`` (False whenever that is not proved)."""
+    key = ("unused", home, name)
+    known = project.callers.get(key)
+    if isinstance(known, bool):
+        return known
+    root = root_of(home, project.roots)
+    seen = {(home, name)}
+    pending = [(home, name)]
+    trees: dict[str, _Symbols | None] = {}
+    try:
+        if root is None:
+            raise _Alive
+        while pending:
+            module, symbol = pending.pop()
+            for user in _users(module, symbol, root, project, trees):
+                if user not in seen:
+                    seen.add(user)
+                    pending.append(user)
+                    if len(seen) > _MAX_SYMBOLS:
+                        raise _Alive
+    except _Alive:
+        project.callers[key] = False
+        return False
+    for module, symbol in seen:
+        project.callers[("unused", module, symbol)] = True
+    return True
+
+
+def _users(
+    module: str, name: str, root: str, project: Project, trees: dict[str, _Symbols | None]
+) -> list[tuple[str, str]]:
+    """The functions and classes that use ``name`` of ``module``; raises :class:`_Alive`
+    for a use at module level of a module that runs, or one lint cannot follow."""
+    if name.startswith("__") or is_test_path(module) or reach.public(module):
+        raise _Alive
+    own = _symbols(module, project, trees)
+    defn = own.defs.get(name) if own is not None else None
+    if not isinstance(defn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        raise _Alive
+    for deco in defn.decorator_list:
+        target = deco.func if isinstance(deco, ast.Call) else deco
+        last = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+        if last not in _PLAIN:
+            raise _Alive  # a registry, a CLI, a fixture: used by its name
+    if isinstance(defn, ast.ClassDef) and project.opaque_bases(Sym(module, "class", name)):
+        # a subclass of a framework's class: the framework may find it by scanning the
+        # module (diffusers' community pipelines are loaded by file name)
+        raise _Alive
+    naming = project.text.naming(root, name)
+    if naming is None or len(naming) > _MAX_NAMING:
+        raise _Alive
+    users: list[tuple[str, str]] = []
+    for path in naming:
+        if not path.endswith(".py"):
+            raise _Alive  # a configuration or a document names it
+        real = os.path.realpath(path)
+        for user in _uses_in(real, module, name, project, trees):
+            if user is None:
+                if not reach.unreached(real, project):
+                    raise _Alive  # used at module level of a module that runs
+            elif not (real == module and user == name):
+                users.append((real, user))
+    return users
+
+
+def _symbols(path: str, project: Project, trees: dict[str, _Symbols | None]) -> _Symbols | None:
+    if path not in trees:
+        data = project.text.read(path)
+        try:
+            trees[path] = _Symbols(parse(data)) if data is not None else None
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            trees[path] = None
+    return trees[path]
+
+
+def _uses_in(
+    path: str, module: str, name: str, project: Project, trees: dict[str, _Symbols | None]
+) -> list[str | None]:
+    """Where ``path`` uses ``name`` of ``module``: the function or class each use is in,
+    None for module level; raises :class:`_Alive` for a use lint cannot follow."""
+    table = _symbols(path, project, trees)
+    if table is None:
+        raise _Alive  # a file lint cannot read or parse may use it
+    bound = path == module  # a bare name here is the definition's
+    for node in ast.walk(table.tree):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        for alias in node.names:
+            if alias.name == "*":
+                # ``from m import *`` brings it when m is its module, or may (unread)
+                parts = node.module.split(".") if node.module else []
+                star = project.module_file(path, node.level, parts)
+                known = star is not None or (not node.level and parts[:1] and parts[0] in KNOWN)
+                bound = bound or star == module or not known
+                continue
+            if alias.name != name:
+                continue
+            dotted = "." * node.level + (f"{node.module}." if node.module else "") + name
+            found = project.resolve(path, dotted)
+            if found is None:
+                mine = False  # torch's, the standard library's: another of that name
+            elif not isinstance(found, Sym) or alias.asname is not None:
+                raise _Alive  # from a module lint cannot read, or under another name
+            else:
+                mine = found.path == module and found.name == name
+            if path == module and not mine:
+                raise _Alive  # its own module imports another of that name
+            bound = bound or mine
+    docstrings = reach.docstring_ids(table.tree)
+    users: list[str | None] = []
+    for node in ast.walk(table.tree):
+        if isinstance(node, ast.Name) and node.id == name and bound:
+            if not isinstance(node.ctx, ast.Load):
+                raise _Alive  # rebound: what runs under the name is not known
+            users.append(table.at(node.lineno))
+        elif isinstance(node, ast.Attribute) and node.attr == name:
+            base = node.value
+            if isinstance(base, ast.Name) and base.id in ("self", "cls"):
+                continue  # an attribute of an instance: not a module's function
+            if (dotted_name(base) or "").split(".")[0] in KNOWN:
+                continue  # torch.cuda.amp.autocast, os.path.join
+            users.append(table.at(node.lineno))
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and id(node) not in docstrings
+            and reach.word_in(name, node.value)
+        ):
+            raise _Alive  # named in a string: getattr, a registry, __all__
+    return users
