@@ -90,10 +90,13 @@ def local_rank_arg_rules(facts: Facts) -> list[Hit]:
         # LOCAL_RANK is read, but torch 2's torch.distributed.launch, which the project's
         # scripts or docs start it with, passes --local-rank: argparse rejects it
         return _rejected_by_launch(facts)
-    if facts.of("spawn_launch") and any(
+    if facts.of("spawn_launch", "fork_launch") and any(
         key == "local_rank" or key.endswith(".local_rank") for key in facts.assign_counts
     ):
-        return []  # mp.spawn's worker sets args.local_rank = its index (issue 17)
+        # mp.spawn's worker sets args.local_rank = its index (issue 17); so does a script
+        # that starts a multiprocessing.Process per GPU after `args.local_rank = rank`
+        # (a tenth held-out corpus: denoising-diffusion-gan's train_ddgan.py)
+        return []
     started = {e.proc for e in facts.of("init_pg")}
     if started and started <= groups_of_one(facts) and not facts.launched_by:
         # init_process_group(world_size=1, rank=0): a group of one, whatever the option
