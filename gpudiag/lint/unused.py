@@ -212,10 +212,12 @@ def _uses_in(
             found = project.resolve(path, dotted)
             if found is None:
                 mine = False  # torch's, the standard library's: another of that name
-            elif not isinstance(found, Sym) or alias.asname is not None:
-                raise _Alive  # from a module lint cannot read, or under another name
+            elif not isinstance(found, Sym):
+                raise _Alive  # from a module lint cannot read: it may be this one
             else:
                 mine = found.path == module and found.name == name
+                if mine and alias.asname is not None:
+                    raise _Alive  # this one, under another name
             if path == module and not mine:
                 raise _Alive  # its own module imports another of that name
             bound = bound or mine
