@@ -75,7 +75,8 @@ class ProjectText:
     def naming(self, root: str, word: str) -> list[str] | None:
         """The files under ``root`` in which ``word`` stands as a word; None when one of
         them cannot be read (what it says is unknown)."""
-        pattern = re.compile(rb"\b" + re.escape(word.encode()) + rb"\b")
+        raw = word.encode()
+        pattern = re.compile(rb"\b" + re.escape(raw) + rb"\b")
         out: list[str] = []
         for path in self.files(root):
             data = self.read(path)
@@ -83,7 +84,9 @@ class ProjectText:
                 if path.endswith(".py") and os.path.exists(path):
                     return None  # a module lint cannot read may name it
                 continue  # a data file over the bound: no configuration
-            if pattern.search(data):
+            # bytes.find first: most files do not hold the word at all, and it is many
+            # times faster than the word-boundary search
+            if raw in data and pattern.search(data):
                 out.append(path)
         return out
 

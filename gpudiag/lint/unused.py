@@ -55,7 +55,10 @@ def cap(hits: list[Hit], tree: ast.Module | None, file: str | None, project: Pro
     if root_of(file, project.roots) is None:
         return hits
     home = os.path.realpath(file)
-    table = _Symbols(tree)
+    key = ("index", home)
+    table = project.callers.get(key)
+    if not isinstance(table, _Index):
+        table = project.callers[key] = _index(tree)  # its own tree: not parsed again
     out: list[Hit] = []
     for h in hits:
         name = table.at(h.line)
@@ -69,30 +72,20 @@ def cap(hits: list[Hit], tree: ast.Module | None, file: str | None, project: Pro
     return out
 
 
-class _Symbols:
-    """A module's top-level functions and classes, and the lines that run only when one is
-    used: a function's body, a method's body. A decorator, a default or a class body's own
-    statements run when the module does."""
+@dataclasses.dataclass
+class _Index:
+    """What :func:`unused` asks of one module, read in one walk and kept for the run: its
+    top-level definitions, the lines that run only when one is used (a function's body,
+    a method's body; a decorator, a default or a class body's own statements run with
+    the module), its ``from`` imports, and where each name and attribute is used."""
 
-    def __init__(self, tree: ast.Module) -> None:
-        self.tree = tree
-        self.defs: dict[str, _Defn | ast.Pass] = {}
-        spans: list[tuple[int, int, str]] = []
-        for stmt in tree.body:
-            if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                continue
-            # a second definition of the name: which one runs is not known here
-            self.defs[stmt.name] = stmt if stmt.name not in self.defs else _TWICE
-            if isinstance(stmt, ast.ClassDef):
-                methods = [
-                    s for s in stmt.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
-                ]
-                spans.extend((_body_start(m), m.end_lineno or m.lineno, stmt.name) for m in methods)
-            else:
-                spans.append((_body_start(stmt), stmt.end_lineno or stmt.lineno, stmt.name))
-        spans.sort()
-        self.starts = [s for s, _, _ in spans]
-        self.spans = spans
+    defs: dict[str, tuple[str, bool] | None]  # name -> (kind, plain decorators); None: twice
+    starts: list[int]
+    spans: list[tuple[int, int, str]]
+    imports: list[tuple[int, str | None, str, str | None]]  # level, module, name, asname
+    names: dict[str, list[tuple[int, bool]]]  # id -> (line, loaded)
+    attrs: dict[str, list[int]]  # attr -> lines (not on self/cls or a known module)
+    strings: str  # every string constant but docstrings
 
     def at(self, line: int) -> str | None:
         """The function or class whose use runs ``line``; None: it runs with the module."""
@@ -102,11 +95,65 @@ class _Symbols:
         return self.spans[at][2]
 
 
+def _index(tree: ast.Module) -> _Index:
+    defs: dict[str, tuple[str, bool] | None] = {}
+    spans: list[tuple[int, int, str]] = []
+    for stmt in tree.body:
+        if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        kind = "class" if isinstance(stmt, ast.ClassDef) else "func"
+        # a second definition of the name: which one runs is not known here
+        defs[stmt.name] = (kind, _plain(stmt)) if stmt.name not in defs else None
+        if isinstance(stmt, ast.ClassDef):
+            methods = [
+                s for s in stmt.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
+            ]
+            spans.extend((_body_start(m), m.end_lineno or m.lineno, stmt.name) for m in methods)
+        else:
+            spans.append((_body_start(stmt), stmt.end_lineno or stmt.lineno, stmt.name))
+    spans.sort()
+    docstrings: set[int] = set()
+    imports: list[tuple[int, str | None, str, str | None]] = []
+    names: dict[str, list[tuple[int, bool]]] = {}
+    attrs: dict[str, list[int]] = {}
+    strings: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            # ast.walk visits a node before its children: the docstring is known in time
+            first = node.body[0] if node.body else None
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                docstrings.add(id(first.value))
+        elif isinstance(node, ast.Name):
+            names.setdefault(node.id, []).append((node.lineno, isinstance(node.ctx, ast.Load)))
+        elif isinstance(node, ast.Attribute):
+            base = node.value
+            if isinstance(base, ast.Name) and base.id in ("self", "cls"):
+                continue  # an attribute of an instance: not a module's function
+            if (dotted_name(base) or "").split(".")[0] in KNOWN:
+                continue  # torch.cuda.amp.autocast, os.path.join
+            attrs.setdefault(node.attr, []).append(node.lineno)
+        elif isinstance(node, ast.ImportFrom):
+            imports.extend((node.level, node.module, a.name, a.asname) for a in node.names)
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and id(node) not in docstrings
+        ):
+            strings.append(node.value)
+    return _Index(defs, [s for s, _, _ in spans], spans, imports, names, attrs, "\n".join(strings))
+
+
+def _plain(defn: _Defn) -> bool:
+    for deco in defn.decorator_list:
+        target = deco.func if isinstance(deco, ast.Call) else deco
+        last = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+        if last not in _PLAIN:
+            return False  # a registry, a CLI, a fixture: used by its name
+    return True
+
+
 def _body_start(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
     return fn.body[0].lineno if fn.body else fn.lineno
-
-
-_TWICE = ast.Pass()  # a marker: the name is defined more than once
 
 
 def unused(home: str, name: str, project: Project) -> bool:
@@ -119,13 +166,12 @@ def unused(home: str, name: str, project: Project) -> bool:
     root = root_of(home, project.roots)
     seen = {(home, name)}
     pending = [(home, name)]
-    trees: dict[str, _Symbols | None] = {}
     try:
-        if root is None:
+        if root is None or _used_here(home, name, project):
             raise _Alive
         while pending:
             module, symbol = pending.pop()
-            for user in _users(module, symbol, root, project, trees):
+            for user in _users(module, symbol, root, project):
                 if user not in seen:
                     seen.add(user)
                     pending.append(user)
@@ -139,23 +185,38 @@ def unused(home: str, name: str, project: Project) -> bool:
     return True
 
 
-def _users(
-    module: str, name: str, root: str, project: Project, trees: dict[str, _Symbols | None]
-) -> list[tuple[str, str]]:
+def _used_here(home: str, name: str, project: Project) -> bool:
+    """A chain of uses within ``home`` alone that reaches its module level, in a module
+    that runs (a script's ``main()`` calls ``train()``): alive, with no search of the
+    project, which most findings need not pay for."""
+    table = _indexed(home, project)
+    if table is None:
+        return False
+    seen = {name}
+    pending = [name]
+    while pending and len(seen) <= _MAX_SYMBOLS:
+        symbol = pending.pop()
+        for line, loaded in table.names.get(symbol, ()):
+            user = table.at(line)
+            if user is None:
+                if loaded and not reach.unreached(home, project):
+                    return True
+            elif user not in seen:
+                seen.add(user)
+                pending.append(user)
+    return False
+
+
+def _users(module: str, name: str, root: str, project: Project) -> list[tuple[str, str]]:
     """The functions and classes that use ``name`` of ``module``; raises :class:`_Alive`
     for a use at module level of a module that runs, or one lint cannot follow."""
     if name.startswith("__") or is_test_path(module) or reach.public(module):
         raise _Alive
-    own = _symbols(module, project, trees)
+    own = _indexed(module, project)
     defn = own.defs.get(name) if own is not None else None
-    if not isinstance(defn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        raise _Alive
-    for deco in defn.decorator_list:
-        target = deco.func if isinstance(deco, ast.Call) else deco
-        last = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
-        if last not in _PLAIN:
-            raise _Alive  # a registry, a CLI, a fixture: used by its name
-    if isinstance(defn, ast.ClassDef) and project.opaque_bases(Sym(module, "class", name)):
+    if defn is None or not defn[1]:
+        raise _Alive  # defined twice, or decorated by a registry, a CLI, a fixture
+    if defn[0] == "class" and project.opaque_bases(Sym(module, "class", name)):
         # a subclass of a framework's class: the framework may find it by scanning the
         # module (diffusers' community pipelines are loaded by file name)
         raise _Alive
@@ -167,7 +228,7 @@ def _users(
         if not path.endswith(".py"):
             raise _Alive  # a configuration or a document names it
         real = os.path.realpath(path)
-        for user in _uses_in(real, module, name, project, trees):
+        for user in _uses_in(real, module, name, project):
             if user is None:
                 if not reach.unreached(real, project):
                     raise _Alive  # used at module level of a module that runs
@@ -176,70 +237,55 @@ def _users(
     return users
 
 
-def _symbols(path: str, project: Project, trees: dict[str, _Symbols | None]) -> _Symbols | None:
-    if path not in trees:
+def _indexed(path: str, project: Project) -> _Index | None:
+    key = ("index", path)
+    if key not in project.callers:
         data = project.text.read(path)
         try:
-            trees[path] = _Symbols(parse(data)) if data is not None else None
+            project.callers[key] = _index(parse(data)) if data is not None else None
         except (SyntaxError, ValueError, RecursionError, MemoryError):
-            trees[path] = None
-    return trees[path]
+            project.callers[key] = None
+    found = project.callers[key]
+    return found if isinstance(found, _Index) else None
 
 
-def _uses_in(
-    path: str, module: str, name: str, project: Project, trees: dict[str, _Symbols | None]
-) -> list[str | None]:
+def _uses_in(path: str, module: str, name: str, project: Project) -> list[str | None]:
     """Where ``path`` uses ``name`` of ``module``: the function or class each use is in,
     None for module level; raises :class:`_Alive` for a use lint cannot follow."""
-    table = _symbols(path, project, trees)
+    table = _indexed(path, project)
     if table is None:
         raise _Alive  # a file lint cannot read or parse may use it
+    if reach.word_in(name, table.strings):
+        raise _Alive  # named in a string: getattr, a registry, __all__
     bound = path == module  # a bare name here is the definition's
-    for node in ast.walk(table.tree):
-        if not isinstance(node, ast.ImportFrom):
+    for level, from_module, imported, asname in table.imports:
+        if imported == "*":
+            # ``from m import *`` brings it when m is its module, or may (unread)
+            parts = from_module.split(".") if from_module else []
+            star = project.module_file(path, level, parts)
+            known = star is not None or (not level and parts[:1] and parts[0] in KNOWN)
+            bound = bound or star == module or not known
             continue
-        for alias in node.names:
-            if alias.name == "*":
-                # ``from m import *`` brings it when m is its module, or may (unread)
-                parts = node.module.split(".") if node.module else []
-                star = project.module_file(path, node.level, parts)
-                known = star is not None or (not node.level and parts[:1] and parts[0] in KNOWN)
-                bound = bound or star == module or not known
-                continue
-            if alias.name != name:
-                continue
-            dotted = "." * node.level + (f"{node.module}." if node.module else "") + name
-            found = project.resolve(path, dotted)
-            if found is None:
-                mine = False  # torch's, the standard library's: another of that name
-            elif not isinstance(found, Sym):
-                raise _Alive  # from a module lint cannot read: it may be this one
-            else:
-                mine = found.path == module and found.name == name
-                if mine and alias.asname is not None:
-                    raise _Alive  # this one, under another name
-            if path == module and not mine:
-                raise _Alive  # its own module imports another of that name
-            bound = bound or mine
-    docstrings = reach.docstring_ids(table.tree)
+        if imported != name:
+            continue
+        dotted = "." * level + (f"{from_module}." if from_module else "") + name
+        found = project.resolve(path, dotted)
+        if found is None:
+            mine = False  # torch's, the standard library's: another of that name
+        elif not isinstance(found, Sym):
+            raise _Alive  # from a module lint cannot read: it may be this one
+        else:
+            mine = found.path == module and found.name == name
+            if mine and asname is not None:
+                raise _Alive  # this one, under another name
+        if path == module and not mine:
+            raise _Alive  # its own module imports another of that name
+        bound = bound or mine
     users: list[str | None] = []
-    for node in ast.walk(table.tree):
-        if isinstance(node, ast.Name) and node.id == name and bound:
-            if not isinstance(node.ctx, ast.Load):
+    if bound:
+        for line, loaded in table.names.get(name, ()):
+            if not loaded:
                 raise _Alive  # rebound: what runs under the name is not known
-            users.append(table.at(node.lineno))
-        elif isinstance(node, ast.Attribute) and node.attr == name:
-            base = node.value
-            if isinstance(base, ast.Name) and base.id in ("self", "cls"):
-                continue  # an attribute of an instance: not a module's function
-            if (dotted_name(base) or "").split(".")[0] in KNOWN:
-                continue  # torch.cuda.amp.autocast, os.path.join
-            users.append(table.at(node.lineno))
-        elif (
-            isinstance(node, ast.Constant)
-            and isinstance(node.value, str)
-            and id(node) not in docstrings
-            and reach.word_in(name, node.value)
-        ):
-            raise _Alive  # named in a string: getattr, a registry, __all__
+            users.append(table.at(line))
+    users.extend(table.at(line) for line in table.attrs.get(name, ()))
     return users
