@@ -37,11 +37,7 @@ from gpudiag.lint.codes import Hit
 from gpudiag.lint.compiles import parse
 from gpudiag.lint.project import Project, Sym
 from gpudiag.lint.project_text import root_of
-
-#: decorators that leave a function's parameters to its callers
-_PLAIN = frozenset(
-    {"no_grad", "inference_mode", "enable_grad", "staticmethod", "classmethod", "wraps"}
-)
+from gpudiag.lint.syntax import plainly_decorated
 
 
 @dataclasses.dataclass(frozen=True)
@@ -214,11 +210,8 @@ def _never_taken(file: str, arm: _Arm, project: Project) -> bool:
     """Every use of the function in the project is a call that leaves ``arm.param``
     unpassed, and at least one call is bound to it."""
     func, cls = arm.func, arm.cls
-    for deco in func.decorator_list:
-        target = deco.func if isinstance(deco, ast.Call) else deco
-        last = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
-        if last not in _PLAIN:
-            return False  # a framework may call it with its own arguments
+    if not plainly_decorated(func):
+        return False  # a framework may call it with its own arguments
     if cls is not None and (func.name != "__init__" or cls.decorator_list):
         # a method: which object a call is on is not known here; a decorated class
         # (a registry's) is built from configurations

@@ -14,6 +14,8 @@ import os
 import re
 import stat
 
+from gpudiag.lint import folders
+
 #: where a configuration, a shell script or a document may name a module or a function
 TEXT_FILES = (
     ".yaml",
@@ -103,43 +105,19 @@ def root_of(file: str, roots: tuple[str, ...]) -> str | None:
     return max(inside, key=len) if inside else None
 
 
-def _regular(entry: os.DirEntry[str]) -> bool:
-    try:
-        return entry.is_file()
-    except OSError:
-        return False
-
-
 def _walk(root: str) -> tuple[str, ...]:
-    """Iterative, like lint's own file walk (gpudiag/lint/source.py): ``os.walk`` recurses
-    once per level before Python 3.12 (issue 21: a 1,200-deep tree), and a folder reached
-    twice (a bind mount of its parent) is listed once."""
+    """The ``.py`` and text files below ``root`` (:func:`gpudiag.lint.folders.walk`), regular
+    files only; none past the bound."""
     out: list[str] = []
-    seen: set[tuple[int, int]] = set()
-    stack = [root]
-    while stack:
-        folder = stack.pop()
-        try:
-            info = os.stat(folder)
-            if (info.st_dev, info.st_ino) in seen:
-                continue
-            seen.add((info.st_dev, info.st_ino))
-            with os.scandir(folder) as listing:
-                entries = sorted(listing, key=lambda e: e.name)
-        except OSError:
-            continue
-        subs: list[str] = []
-        for entry in entries:
-            try:
-                is_dir = entry.is_dir(follow_symlinks=False)
-            except OSError:
-                continue
-            if is_dir:
-                if not entry.name.startswith(".") and entry.name not in _SKIP:
-                    subs.append(entry.path)
-            elif entry.name.endswith((".py", *TEXT_FILES)) and _regular(entry):
-                out.append(entry.path)
+    for folder, names in folders.walk(root, _kept):
+        for name in names:
+            path = os.path.join(folder, name)
+            if name.endswith((".py", *TEXT_FILES)) and os.path.isfile(path):
+                out.append(path)
         if len(out) > _MAX_FILES:
             return ()
-        stack.extend(reversed(subs))
     return tuple(out)
+
+
+def _kept(_: str, name: str) -> bool:
+    return not name.startswith(".") and name not in _SKIP

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from gpudiag.errors import GpudiagInputError
 from gpudiag.findings.finding import Severity
-from gpudiag.lint import callers, gates, reach, skips, unused
+from gpudiag.lint import callers, folders, gates, reach, skips, unused
 from gpudiag.lint.codes import Hit, LintFinding, hit
 from gpudiag.lint.compiles import compile_error, parse
 from gpudiag.lint.facts import Facts
@@ -120,51 +120,25 @@ def collect_paths(paths: Iterable[str], skip: Callable[[Path], bool] | None = No
 def _python_files(top: Path, skip: Callable[[Path], bool] | None = None) -> list[Path]:
     """The ``.py`` files below ``top`` in ``os.walk``'s order (top-down, sorted), without
     hidden folders, ``__pycache__``/``node_modules``/``site-packages`` and virtual
-    environments. Iterative: ``os.walk`` recurses once per level before Python 3.12
-    (issue 21: a 1,200-deep tree raised RecursionError). Like ``os.walk``, links to
-    folders are not followed and a folder that cannot be listed is passed over; a folder
-    reached twice (a bind mount of its parent) is read once, so the walk ends.
-    """
+    environments (:func:`gpudiag.lint.folders.walk`: iterative, links to folders not
+    followed, each folder read once)."""
+
+    def keep(folder: str, name: str) -> bool:
+        return (
+            not name.startswith(".")
+            and name not in _SKIP_DIRS
+            and not os.path.exists(os.path.join(folder, name, "pyvenv.cfg"))
+            and (skip is None or not skip(Path(folder, name)))
+        )
+
     out: list[Path] = []
-    seen: set[tuple[int, int]] = set()
-    stack = [os.fspath(top)]
-    while stack:
-        root = stack.pop()
-        try:
-            info = os.stat(root)
-            if (info.st_dev, info.st_ino) in seen:
-                continue
-            seen.add((info.st_dev, info.st_ino))
-            with os.scandir(root) as listing:
-                entries = list(listing)
-        except OSError:
-            continue
-        dirs: list[str] = []
-        files: list[str] = []
-        for entry in entries:
-            try:
-                is_dir = entry.is_dir()
-            except OSError:
-                is_dir = False
-            (dirs if is_dir else files).append(entry.name)
-        found = [Path(root, f) for f in sorted(files) if f.endswith(".py")]
+    for folder, names in folders.walk(os.fspath(top), keep):
+        found = [Path(folder, f) for f in names if f.endswith(".py")]
         if skip is not None:
             found = [f for f in found if not skip(f)]
         for file in found:
             _regular(file, str(file))
         out += found
-        keep = sorted(
-            d
-            for d in dirs
-            if not d.startswith(".")
-            and d not in _SKIP_DIRS
-            and not os.path.exists(os.path.join(root, d, "pyvenv.cfg"))
-            and (skip is None or not skip(Path(root, d)))
-        )
-        for name in reversed(keep):  # popped in sorted order, each tree before the next
-            sub = os.path.join(root, name)
-            if not os.path.islink(sub):
-                stack.append(sub)
     return out
 
 

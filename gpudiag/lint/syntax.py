@@ -255,3 +255,21 @@ def class_members(cls: ast.ClassDef) -> frozenset[str]:
 def is_static(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     """A ``@staticmethod``: called through ``self``/``cls``, it gets no instance."""
     return any(dotted_name(d) == "staticmethod" for d in fn.decorator_list)
+
+
+#: decorators that leave a function to its callers: torch's grad modes, functools.wraps,
+#: staticmethod/classmethod (any other may register it, or call it with its own arguments)
+PLAIN_DECORATORS = frozenset(
+    {"no_grad", "inference_mode", "enable_grad", "staticmethod", "classmethod", "wraps"}
+)
+
+
+def plainly_decorated(defn: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> bool:
+    """Whether every decorator of ``defn`` is one of :data:`PLAIN_DECORATORS`: neither a
+    registry, a CLI, a fixture nor a framework calls it by itself."""
+    for deco in defn.decorator_list:
+        target = deco.func if isinstance(deco, ast.Call) else deco
+        last = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+        if last not in PLAIN_DECORATORS:
+            return False
+    return True

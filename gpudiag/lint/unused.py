@@ -34,11 +34,8 @@ from gpudiag.lint.modules import KNOWN
 from gpudiag.lint.project import Project, Sym
 from gpudiag.lint.project_text import root_of
 from gpudiag.lint.single_node import is_test_path
-from gpudiag.lint.syntax import dotted_name
+from gpudiag.lint.syntax import dotted_name, plainly_decorated
 
-_PLAIN = frozenset(
-    {"no_grad", "inference_mode", "enable_grad", "staticmethod", "classmethod", "wraps"}
-)
 _MAX_NAMING = 400
 _MAX_SYMBOLS = 60
 _Defn = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
@@ -103,7 +100,7 @@ def _index(tree: ast.Module) -> _Index:
             continue
         kind = "class" if isinstance(stmt, ast.ClassDef) else "func"
         # a second definition of the name: which one runs is not known here
-        defs[stmt.name] = (kind, _plain(stmt)) if stmt.name not in defs else None
+        defs[stmt.name] = (kind, plainly_decorated(stmt)) if stmt.name not in defs else None
         if isinstance(stmt, ast.ClassDef):
             methods = [
                 s for s in stmt.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))
@@ -141,15 +138,6 @@ def _index(tree: ast.Module) -> _Index:
         ):
             strings.append(node.value)
     return _Index(defs, [s for s, _, _ in spans], spans, imports, names, attrs, "\n".join(strings))
-
-
-def _plain(defn: _Defn) -> bool:
-    for deco in defn.decorator_list:
-        target = deco.func if isinstance(deco, ast.Call) else deco
-        last = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
-        if last not in _PLAIN:
-            return False  # a registry, a CLI, a fixture: used by its name
-    return True
 
 
 def _body_start(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
