@@ -33,7 +33,7 @@ import os
 from collections.abc import Callable
 
 from gpudiag.lint import shown
-from gpudiag.lint.codes import Hit
+from gpudiag.lint.codes import Hit, demote
 from gpudiag.lint.compiles import parse
 from gpudiag.lint.project import Project, Sym
 from gpudiag.lint.project_text import root_of
@@ -53,26 +53,21 @@ def cap(hits: list[Hit], tree: ast.Module | None, file: str | None, project: Pro
     """``hits``, each warning or error in an arm no call in the project takes made info."""
     if tree is None or file is None or all(h.finding.severity == "info" for h in hits):
         return hits
-    real = os.path.realpath(file)
-    if not any(real.startswith(r.rstrip(os.sep) + os.sep) for r in project.roots):
+    if root_of(file, project.roots) is None:
         return hits  # a file given alone: its callers are not known
-    out: list[Hit] = []
-    for h in hits:
-        if h.finding.severity != "info":
-            arm = next((a for a in _arms(tree, h.line) if _never_taken(file, a, project)), None)
-            if arm is not None:
-                name = f"{arm.cls.name}.{arm.func.name}" if arm.cls else arm.func.name
-                note = (
-                    f"(only where a caller passes {arm.param}: the arm of the test at line "
-                    f"{arm.test_line} runs only then, and no call of {name}() in the project "
-                    f"does; its default is {shown.text(repr(arm.default))})"
-                )
-                finding = dataclasses.replace(
-                    h.finding, severity="info", message=f"{h.finding.message} {note}"
-                )
-                h = Hit(h.line, h.col, finding)
-        out.append(h)
-    return out
+
+    def note_of(h: Hit) -> str | None:
+        arm = next((a for a in _arms(tree, h.line) if _never_taken(file, a, project)), None)
+        if arm is None:
+            return None
+        name = f"{arm.cls.name}.{arm.func.name}" if arm.cls else arm.func.name
+        return (
+            f"(only where a caller passes {arm.param}: the arm of the test at line "
+            f"{arm.test_line} runs only then, and no call of {name}() in the project "
+            f"does; its default is {shown.text(repr(arm.default))})"
+        )
+
+    return demote(hits, note_of)
 
 
 def _arms(tree: ast.Module, line: int) -> list[_Arm]:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 from gpudiag.findings.catalog import titles
 from gpudiag.lint import shown
@@ -36,6 +37,21 @@ class Hit:
     line: int
     col: int
     finding: Finding
+
+    def as_info(self, note: str) -> Hit:
+        """This hit made info, ``note`` (why it is not certain) after its message."""
+        finding = replace(self.finding, severity="info", message=f"{self.finding.message} {note}")
+        return Hit(self.line, self.col, finding)
+
+
+def demote(hits: list[Hit], note_of: Callable[[Hit], str | None]) -> list[Hit]:
+    """``hits``, each warning or error for which ``note_of`` gives a note made info with it
+    (info hits are not asked)."""
+    out: list[Hit] = []
+    for h in hits:
+        note = note_of(h) if h.finding.severity != "info" else None
+        out.append(h if note is None else h.as_info(note))
+    return out
 
 
 def hit(

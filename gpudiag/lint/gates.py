@@ -327,8 +327,5 @@ def cap(hits: list[Hit], tree: ast.Module | None, lines: list[str]) -> list[Hit]
         if note is None:
             out.append(h)
             continue
-        finding = dataclasses.replace(
-            h.finding, severity="info", message=f"{h.finding.message} {note}"
-        )
-        out.append(Hit(h.line, h.col, finding))
+        out.append(h.as_info(note))
     return out

@@ -28,10 +28,9 @@ Anything lint cannot follow keeps a module alive, so that the warning stays:
 from __future__ import annotations
 
 import ast
-import dataclasses
 import os
 
-from gpudiag.lint.codes import Hit
+from gpudiag.lint.codes import Hit, demote
 from gpudiag.lint.compiles import parse
 from gpudiag.lint.project import Project
 from gpudiag.lint.project_text import root_of
@@ -102,15 +101,7 @@ def cap(hits: list[Hit], file: str | None, project: Project) -> list[Hit]:
         return hits
     if not unreached(file, project):
         return hits
-    out: list[Hit] = []
-    for h in hits:
-        if h.finding.severity != "info":
-            finding = dataclasses.replace(
-                h.finding, severity="info", message=f"{h.finding.message} {UNREACHED_NOTE}"
-            )
-            h = Hit(h.line, h.col, finding)
-        out.append(h)
-    return out
+    return demote(hits, lambda _: UNREACHED_NOTE)
 
 
 def unreached(file: str, project: Project) -> bool:

@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import ast
 import bisect
-import dataclasses
 
-from gpudiag.lint.codes import Hit
+from gpudiag.lint.codes import Hit, demote
 from gpudiag.lint.facts import Facts
 from gpudiag.lint.gates import is_gate
 from gpudiag.lint.gates_version import holds_on_modern
@@ -79,13 +78,9 @@ def cap(hits: list[Hit], facts: Facts) -> list[Hit]:
     seqs: dict[int, list[int]] = {}
     for ev in facts.events:
         seqs.setdefault(ev.line, []).append(ev.seq)
-    out: list[Hit] = []
-    for h in hits:
+
+    def note_of(h: Hit) -> str | None:
         at = seqs.get(h.line)
-        if h.finding.severity != "info" and at and all(in_skipped(seq) for seq in at):
-            finding = dataclasses.replace(
-                h.finding, severity="info", message=f"{h.finding.message} {SKIPPED_NOTE}"
-            )
-            h = Hit(h.line, h.col, finding)
-        out.append(h)
-    return out
+        return SKIPPED_NOTE if at and all(in_skipped(seq) for seq in at) else None
+
+    return demote(hits, note_of)

@@ -28,7 +28,7 @@ import dataclasses
 import os
 
 from gpudiag.lint import reach
-from gpudiag.lint.codes import Hit
+from gpudiag.lint.codes import Hit, demote
 from gpudiag.lint.compiles import parse
 from gpudiag.lint.modules import KNOWN
 from gpudiag.lint.project import Project, Sym
@@ -56,17 +56,14 @@ def cap(hits: list[Hit], tree: ast.Module | None, file: str | None, project: Pro
     table = project.callers.get(key)
     if not isinstance(table, _Index):
         table = project.callers[key] = _index(tree)  # its own tree: not parsed again
-    out: list[Hit] = []
-    for h in hits:
+
+    def note_of(h: Hit) -> str | None:
         name = table.at(h.line)
-        if h.finding.severity != "info" and name is not None and unused(home, name, project):
-            note = f"(in {name}, which nothing in the project uses)"
-            finding = dataclasses.replace(
-                h.finding, severity="info", message=f"{h.finding.message} {note}"
-            )
-            h = Hit(h.line, h.col, finding)
-        out.append(h)
-    return out
+        if name is None or not unused(home, name, project):
+            return None
+        return f"(in {name}, which nothing in the project uses)"
+
+    return demote(hits, note_of)
 
 
 @dataclasses.dataclass
