@@ -263,3 +263,16 @@ def test_an_elif_test_runs_only_where_the_if_before_it_fails(
         },
     )
     assert _severities(tmp_path) == {8: severity}
+
+
+def test_a_call_through_a_star_import_counts(tmp_path: Path) -> None:
+    # a second script takes everything from the engine and calls it with the flag
+    _write(
+        tmp_path,
+        {
+            "engine.py": _ENGINE,
+            "main.py": "from engine import train_one_epoch\n\ntrain_one_epoch(1, 2, 3)\n",
+            "mae.py": "from engine import *\n\ntrain_one_epoch(1, 2, 3, beit_like=False)\n",
+        },
+    )
+    assert _severities(tmp_path) == {_LIVE: "warning", _DEAD: "warning"}

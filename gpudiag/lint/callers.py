@@ -35,6 +35,7 @@ from collections.abc import Callable
 from gpudiag.lint import shown
 from gpudiag.lint.codes import Hit, demote
 from gpudiag.lint.compiles import parse
+from gpudiag.lint.modules import KNOWN
 from gpudiag.lint.project import Project, Sym
 from gpudiag.lint.project_text import root_of
 from gpudiag.lint.syntax import plainly_decorated
@@ -267,9 +268,16 @@ def _calls_in(data: bytes, name: str, path: str, home: str, project: Project) ->
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     bare = os.path.realpath(path) == home  # a bare name is bound to the function here
+    maybe = False  # a bare name may be the function's: a ``*`` import that may bring it
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
             for alias in node.names:
+                if alias.name == "*":
+                    parts = node.module.split(".") if node.module else []
+                    star = project.module_file(path, node.level, parts)
+                    bare = bare or star == home
+                    maybe = maybe or (star is not None or not parts or parts[0] not in KNOWN)
+                    continue
                 if alias.name != name:
                     continue
                 if alias.asname is not None:
@@ -286,7 +294,7 @@ def _calls_in(data: bytes, name: str, path: str, home: str, project: Project) ->
         if isinstance(node, ast.Call) and _names(node.func, name):
             callees.add(id(node.func))
             is_bare = isinstance(node.func, ast.Name)
-            if is_bare and not bare:
+            if is_bare and not bare and not maybe:
                 continue  # another function of that name
             keywords = [k.arg for k in node.keywords]
             calls.append(
@@ -294,11 +302,11 @@ def _calls_in(data: bytes, name: str, path: str, home: str, project: Project) ->
                     positional=len(node.args),
                     starred=any(isinstance(a, ast.Starred) for a in node.args),
                     keywords=None if None in keywords else frozenset(k for k in keywords if k),
-                    bound=is_bare,
+                    bound=is_bare and bare,
                 )
             )
     for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and node.id == name and not bare:
+        if isinstance(node, ast.Name) and node.id == name and not bare and not maybe:
             continue
         if _names(node, name) and id(node) not in callees:
             return None  # handed on as a value, or rebound: called where lint cannot see
