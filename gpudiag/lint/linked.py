@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import sys
 
+from gpudiag.lint import shown
 from gpudiag.lint import summary as S
 from gpudiag.lint.facts import Facts
 from gpudiag.lint.loopflow import FlowWalker
@@ -140,6 +141,16 @@ class LinkedWalker(FlowWalker):
                 # a sampler or DataLoader handed to code lint cannot read: it may set_epoch
                 self.event("opaque_sampler_use", node, data={"what": path.lstrip(".")})
         return out
+
+    def eval_call(self, node: ast.Call) -> Val:
+        picked = _picked_by_name(node.func)
+        if picked is not None and S.SETUP_NAME.search(picked[1]):
+            # getattr(common_utils, 'init_dist_%s' % args.launcher)(...): which function
+            # runs is chosen at run time (OpenPCDet's tools/train.py; issue 17, a
+            # thirteenth held-out corpus: a false error that no rank sets its device)
+            what = shown.text(f"getattr({ast.unparse(picked[0])}, '{picked[1]}…')()")
+            self.event("opaque_setup", node, data={"what": what, "picked": True})
+        return super().eval_call(node)
 
     def call_name(
         self, name: str, node: ast.Call, args: list[Val], kwargs: list[tuple[str, Val]]
@@ -281,3 +292,34 @@ def _is_super(node: ast.expr) -> bool:
     return (
         isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "super"
     )
+
+
+def _picked_by_name(func: ast.expr) -> tuple[ast.expr, str] | None:
+    """``(obj, prefix)`` of ``getattr(obj, <name made at run time>)``: the constant start
+    of the name (``'init_dist_%s' % x``, ``f"init_dist_{x}"``, ``"init_" + x``,
+    ``"init_{}".format(x)``), or None for any other callee."""
+    if not (
+        isinstance(func, ast.Call)
+        and isinstance(func.func, ast.Name)
+        and func.func.id == "getattr"
+        and len(func.args) >= 2
+    ):
+        return None
+    name = func.args[1]
+    if isinstance(name, ast.Constant):
+        return None  # a fixed name: an attribute like any other
+    head: ast.expr | None = None
+    if isinstance(name, ast.JoinedStr) and name.values:
+        head = name.values[0]
+    elif isinstance(name, ast.BinOp) and isinstance(name.op, (ast.Mod, ast.Add)):
+        head = name.left
+    elif (
+        isinstance(name, ast.Call)
+        and isinstance(name.func, ast.Attribute)
+        and name.func.attr == "format"
+    ):
+        head = name.func.value
+    if not (isinstance(head, ast.Constant) and isinstance(head.value, str)):
+        return None
+    prefix = head.value.split("%")[0].split("{")[0]
+    return (func.args[0], prefix) if prefix else None

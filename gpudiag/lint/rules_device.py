@@ -51,6 +51,8 @@ def per_rank_mask(facts: Facts) -> bool:
 def opaque_text(op: Event) -> str:
     """``init_dist() (line 5), which lint cannot read,`` or, for a project function that
     calls such code, ``setup() in utils.py (line 5), which calls code lint cannot read,``."""
+    if op.data.get("picked"):
+        return f"{op.text('what')} (line {op.line}), a function picked by name at run time,"
     which = "calls code lint cannot read" if op.data.get("indirect") else "lint cannot read"
     return f"{shown.text(op.text('what'))} (line {op.line}), which {which},"
 
