@@ -158,6 +158,15 @@ def test_an_option_nothing_else_reads_is_info_unless_launch_starts_it(tmp_path: 
     report = lint_paths([str(tmp_path)])
     found = [f for f in report.findings if f.finding.code == "LINT-LOCAL-RANK-ARG"]
     assert [f.finding.severity for f in found] == ["warning"]
+    # only what is true of an unread option: the launcher's --local-rank is rejected; no
+    # rank keeps a default GPU (CodeFormer's basicsr/train.py, a thirteenth held-out corpus)
+    assert "argparse rejects it" in found[0].finding.message
+    assert "keeps the option's default" not in found[0].finding.message
+    # started by torchrun only, an unread option is harmless
+    (tmp_path / "run.sh").write_text("torchrun --nproc_per_node 2 train.py\n")
+    report = lint_paths([str(tmp_path)])
+    assert not [f for f in report.findings if f.finding.code == "LINT-LOCAL-RANK-ARG"]
+    (tmp_path / "run.sh").write_text("python -m torch.distributed.launch train.py\n")
     # read once more (args.local_rank), the warning needs no launcher
     (tmp_path / "run.sh").unlink()
     (tmp_path / "train.py").write_text(UNREAD + "print(args.local_rank)\n")
@@ -282,3 +291,22 @@ def test_a_constant_device_in_a_group_of_one_is_quiet() -> None:
     assert "LINT-DDP-SET-DEVICE-CONSTANT" not in codes
     codes = [f.finding.code for f in lint_source(text.format(n=2))]
     assert "LINT-DDP-SET-DEVICE-CONSTANT" in codes
+
+
+def test_a_script_named_from_the_shell_script_s_own_folder_is_that_one(tmp_path: Path) -> None:
+    """MapTR's tools/dist_test.sh starts ``$(dirname "$0")/test.py``: tools/test.py, not
+    tools/maptr/test.py (issue 17, a fifteenth held-out corpus: a false warning)."""
+    for rel in ("tools/test.py", "tools/maptr/test.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(READS_ENV.format(parse="parse_args"))
+    for form in ('$(dirname "$0")/test.py', "$(dirname $0)/test.py", "${0%/*}/test.py"):
+        (tmp_path / "tools" / "dist_test.sh").write_text(
+            f"python -m torch.distributed.launch --nproc_per_node=8 {form} --launcher pytorch\n"
+        )
+        report = lint_paths([str(tmp_path)])
+        found = {
+            Path(f.path).relative_to(tmp_path).as_posix(): f.finding.severity
+            for f in report.findings
+            if f.finding.code == "LINT-LOCAL-RANK-ARG"
+        }
+        assert found == {"tools/test.py": "warning"}, form

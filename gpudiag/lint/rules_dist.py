@@ -115,6 +115,13 @@ def local_rank_arg_rules(facts: Facts) -> list[Hit]:
     out: list[Hit] = []
     for ev in facts.of("local_rank_arg"):
         note = ""
+        if torch_launched and not _read_elsewhere(facts, ev):
+            # nothing reads the option (CodeFormer's basicsr/train.py takes the GPU from
+            # RANK): no rank keeps a default GPU; what remains is torch 2's launcher's
+            # --local-rank, which argparse rejects (a thirteenth held-out corpus of
+            # issue 17: a warning that claimed every rank shares a GPU)
+            out.extend(_rejected_by_launch(facts, [ev]))
+            continue
         if torch_launched:
             note = f" The project's scripts or docs start it with {sorted(facts.launched_by)[0]}."
         elif facts.frameworks:
@@ -180,7 +187,7 @@ def _read_elsewhere(facts: Facts, ev: Event) -> bool:
     return len(mentions) > within
 
 
-def _rejected_by_launch(facts: Facts) -> list[Hit]:
+def _rejected_by_launch(facts: Facts, events: list[Event] | None = None) -> list[Hit]:
     """``--local_rank`` declared alone, ``LOCAL_RANK`` read, and the project starts the
     script with torch.distributed.launch only: torch 2.x's passes ``--local-rank=N``
     (torch/distributed/launch.py), which ``parse_args`` rejects (``parse_known_args``
@@ -203,14 +210,14 @@ def _rejected_by_launch(facts: Facts) -> list[Hit]:
             "warning",
             "The option is spelled --local_rank only, and the project's scripts or docs "
             "start this script with torch.distributed.launch, which in torch 2.x passes "
-            "--local-rank=N: argparse rejects it before the script reads LOCAL_RANK.",
+            "--local-rank=N: argparse rejects it, and the script stops before it starts.",
             "Accept both spellings: parser.add_argument('--local-rank', '--local_rank', "
             "type=int, default=int(os.environ.get('LOCAL_RANK', 0))), or start it with "
             "torchrun.",
             "error: unrecognized arguments: --local-rank=0",
             "LOCAL_RANK",
         )
-        for ev in facts.of("local_rank_arg")
+        for ev in (facts.of("local_rank_arg") if events is None else events)
     ]
 
 
