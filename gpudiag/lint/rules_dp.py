@@ -224,6 +224,11 @@ def _module_at_forward(
         return None, False
     if module.device is None:
         forward = id(ev.node) in _wrapper_index(facts, "dp_forward")
+        if forward and _kept_on_self(facts, ev.node):
+            # self.encoder = nn.DataParallel(self.encoder) in a module's __init__: whoever
+            # builds the module moves it, wrapper and all (model.cuda(): CMC's
+            # LinearProbing.py, a fifteenth held-out corpus of issue 17: two false errors)
+            return None, False
         return (("cpu", None) if module.kind == "module" and forward else None), False
     if module.device[0] == "cuda" and module.ordinal is not None:
         bare = module.device[1] is None and module.node is not None
@@ -231,6 +236,23 @@ def _module_at_forward(
             return None, False
         return ("cuda", module.ordinal), False
     return None, False
+
+
+def _kept_on_self(facts: Facts, node: object) -> bool:
+    """Whether ``node`` (a wrapper's construction) is assigned to an attribute of
+    ``self``: a part of a module its users move."""
+    found = facts.cache.get("dp_on_self")
+    if isinstance(found, set):
+        return id(node) in found
+    kept: set[int] = set()
+    for stmt in ast.walk(facts.tree) if facts.tree is not None else ():
+        if isinstance(stmt, ast.Assign) and any(
+            isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
+            for t in stmt.targets
+        ):
+            kept.add(id(stmt.value))
+    facts.cache["dp_on_self"] = kept
+    return id(node) in kept
 
 
 def _current_from_another_arm(facts: Facts, at: Event, placed: object) -> bool:

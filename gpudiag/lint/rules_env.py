@@ -20,6 +20,11 @@ from gpudiag.lint.flow import exclusive, uncalled
 from gpudiag.model import Severity
 
 _MASK_VARS = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
+#: visibility variables whose value, copied into the mask, names devices already chosen
+#: (ROCm's runtime reads ROCR_VISIBLE_DEVICES and HIP_VISIBLE_DEVICES at start-up)
+_COPIED = frozenset(
+    f"env:{v}" for v in ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
+)
 
 
 def cuda_init_before(facts: Facts, ev: Event) -> Event | None:
@@ -72,6 +77,18 @@ def _after_init_hit(facts: Facts, ev: Event, init: Event, *, likely: bool = Fals
     severity: Severity = "error"
     if likely:
         severity = "info" if uncalled(facts, ev.proc, ev.node) else "warning"
+    copied = sorted(t.removeprefix("env:") for t in (ev.val.tags if ev.val else ()) if t in _COPIED)
+    note = ""
+    if copied:
+        # CUDA_VISIBLE_DEVICES = os.getenv("ROCR_VISIBLE_DEVICES"): the devices are already
+        # chosen by the variable it copies; the write tells code that reads the
+        # environment (verl's ROCm workers, in LLaVA-NeXT: a fifteenth held-out corpus of
+        # issue 17, a false error)
+        severity = "info"
+        note = (
+            f" Not certain: the value is read from {copied[0]}, which already chose this "
+            "process's devices; the write may only tell code that reads the environment."
+        )
     var = ev.text("var")
     why = shown.text(init.text("why"))
     by = f"{shown.text(init.text('what'))} at line {init.line}"
@@ -86,7 +103,7 @@ def _after_init_hit(facts: Facts, ev: Event, init: Event, *, likely: bool = Fals
         severity,
         f"{_shown(ev)} is set after CUDA was initialised by {by}: CUDA reads {var} "
         "once, at initialisation, so this process keeps the devices it saw then "
-        "and the new value is silently ignored.",
+        f"and the new value is silently ignored.{note}",
         f"Set {var} before the first CUDA call: at the very top of the script, "
         f"before importing anything that touches torch.cuda, or in the shell "
         f"({var}=… python train.py).",
