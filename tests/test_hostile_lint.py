@@ -417,6 +417,23 @@ def test_link_loops_in_a_folder_do_not_hang(tmp_path: Path) -> None:
     assert report.files == (str(tmp_path / "a" / "t.py"),)
 
 
+def test_a_link_to_nothing_in_a_folder_is_passed_over_and_named(tmp_path: Path) -> None:
+    """icefall's recipes hold .py links to files the repository no longer has (issue 17,
+    a fourteenth held-out corpus): one stopped the lint of the whole repository."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "t.py").write_text(_DEPRECATED.format(""))
+    (tmp_path / "a" / "gone.py").symlink_to("../b/gone.py")
+    (tmp_path / "a" / "loop.py").symlink_to("loop.py")
+    report = lint_paths([str(tmp_path)])
+    assert report.files == (str(tmp_path / "a" / "t.py"),)
+    code, out, err = _run("lint", str(tmp_path))
+    assert code == 0 and out.decode().endswith("(1 file checked)\n")
+    assert err.startswith("gpudiag: lint: skipped ") and "and 1 more" in err
+    # named on the command line, it is still bad input
+    code, out, err = _run("lint", str(tmp_path / "a" / "gone.py"))
+    assert code == 2 and "no such file or folder" in err
+
+
 def test_a_path_over_the_system_length_limit_is_bad_input_not_an_oserror() -> None:
     from gpudiag.errors import GpudiagInputError
 

@@ -248,12 +248,21 @@ def _lint_paths(
     skip = config.skip()
     # A missing path is bad input: exit 2 before any work. So is a run that would read
     # no file at all (issue 20: `lint empty/` said "OK", a wrong path passed the gate).
-    if not collect_paths(named, skip):
+    dangling: list[str] = []
+    if not collect_paths(named, skip, dangling):
         from gpudiag.render.text import esc
 
         left = " that [tool.gpudiag.lint] exclude leaves" if skip is not None else ""
         raise GpudiagInputError(
             f"no .py file found under {', '.join(esc(p) for p in named)}{left}: nothing to lint"
+        )
+    if dangling:
+        from gpudiag.render.text import esc
+
+        more = f" and {len(dangling) - 1} more" if len(dangling) > 1 else ""
+        click.echo(
+            f"gpudiag: lint: skipped {esc(dangling[0])}{more}: a link that points nowhere",
+            err=True,
         )
     return lint_paths(named, snapshot=snapshot, env=env, driver=driver, skip=skip)
 

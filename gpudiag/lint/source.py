@@ -91,9 +91,17 @@ def _regular(path: Path, shown: str) -> os.stat_result:
     return info
 
 
-def collect_paths(paths: Iterable[str], skip: Callable[[Path], bool] | None = None) -> list[Path]:
+def collect_paths(
+    paths: Iterable[str],
+    skip: Callable[[Path], bool] | None = None,
+    dangling: list[str] | None = None,
+) -> list[Path]:
     """The ``.py`` files named or found under the folders named, in a stable order;
     ``skip`` prunes files and folders met in a folder's walk (``exclude``, docs/lint.md).
+    A ``.py`` link a folder holds that points nowhere (or loops) is passed over, and
+    added to ``dangling``: Python cannot import it either, and one such link in a
+    repository must not stop the lint of all of it (issue 17: icefall's recipes link
+    to files it no longer has).
 
     Raises:
         GpudiagInputError: a path that does not exist or cannot be read, or that names
@@ -110,14 +118,16 @@ def collect_paths(paths: Iterable[str], skip: Callable[[Path], bool] | None = No
                 raise GpudiagInputError(f"no such file or folder: {raw!r}") from None
             raise GpudiagInputError(f"cannot read {raw!r}: {exc.strerror or exc}") from None
         if stat.S_ISDIR(info.st_mode):
-            out += _python_files(path, skip)
+            out += _python_files(path, skip, dangling)
         else:
             _regular(path, raw)
             out.append(path)
     return out
 
 
-def _python_files(top: Path, skip: Callable[[Path], bool] | None = None) -> list[Path]:
+def _python_files(
+    top: Path, skip: Callable[[Path], bool] | None = None, dangling: list[str] | None = None
+) -> list[Path]:
     """The ``.py`` files below ``top`` in ``os.walk``'s order (top-down, sorted), without
     hidden folders, ``__pycache__``/``node_modules``/``site-packages`` and virtual
     environments (:func:`gpudiag.lint.folders.walk`: iterative, links to folders not
@@ -137,8 +147,12 @@ def _python_files(top: Path, skip: Callable[[Path], bool] | None = None) -> list
         if skip is not None:
             found = [f for f in found if not skip(f)]
         for file in found:
+            if os.path.islink(file) and not os.path.exists(file):
+                if dangling is not None:
+                    dangling.append(str(file))
+                continue
             _regular(file, str(file))
-        out += found
+            out.append(file)
     return out
 
 
