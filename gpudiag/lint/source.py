@@ -22,7 +22,7 @@ from pathlib import Path
 
 from gpudiag.errors import GpudiagInputError
 from gpudiag.findings.finding import Severity
-from gpudiag.lint import callers, folders, gates, reach, skips, unused
+from gpudiag.lint import callers, folders, gates, methods, reach, skips, unused
 from gpudiag.lint.codes import Hit, LintFinding, hit
 from gpudiag.lint.compiles import compile_error, parse
 from gpudiag.lint.facts import Facts
@@ -329,6 +329,7 @@ def _lint_text(
             # a branch no caller in the project takes (lint/callers.py)
             hits = callers.cap(hits, tree, file, project)
             hits = unused.cap(hits, tree, file, project)  # a function nothing uses
+            hits = methods.cap(hits, tree, file, project)  # a method nothing calls
             hits = reach.cap(hits, file, project)  # a module nothing runs (lint/reach.py)
         found = place(path, hits, text)
         if any(f.finding.severity != "info" for f in found):
