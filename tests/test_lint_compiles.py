@@ -86,3 +86,16 @@ def test_escape_warnings_in_the_file_are_not_lint_s_under_w_error() -> None:
     assert (7, "LINT-DEVICE-FROM-GLOBAL-RANK", "warning") in found
     assert "LINT-PARSE-ERROR" not in {code for _, code, _ in found}
     assert seen == []
+
+
+def test_a_file_whose_findings_are_all_info_still_reports_that_it_does_not_compile() -> None:
+    """A finding demoted to info (here a mask set after ``import torch`` but before any
+    CUDA call) must not hide that the file does not compile at all."""
+    text = (
+        "import os\nimport torch\nos.environ['CUDA_VISIBLE_DEVICES'] = '1'\n"
+        "import argparse\np = argparse.ArgumentParser()\n"
+        "p.add_argument('--n', help='a', help='b')\n"
+    )
+    assert [(c, s) for _, c, s in _codes(text)] == [("LINT-PARSE-ERROR", "error")]
+    fine = text.replace(", help='b'", "")
+    assert [(c, s) for _, c, s in _codes(fine)] == [("LINT-CVD-AFTER-IMPORT", "info")]

@@ -6,7 +6,7 @@ sequence" (a DeprecationWarning in Python 3.11, a SyntaxWarning printed to stder
 warning became a SyntaxError and lint reported a false ``LINT-PARSE-ERROR``; from 3.12
 it would be printed once per file. :func:`parse` is every parse of a user's file.
 
-A second certainty check before a warning or an error is reported: does the file compile?
+A second certainty check before any finding is reported: does the file compile?
 
 ``ast.parse`` accepts some files that Python cannot compile: the checks of the compiler's
 symbol table and code generator come later (CPython 3.11, Python/compile.c and
@@ -18,8 +18,10 @@ InternVideo3's eval_grounding.py repeats ``help=`` in one ``add_argument``, and 
 global-rank warnings were judged wrong for it). The file's real problem is reported
 instead, as ``LINT-PARSE-ERROR``.
 
-The check runs only for a file that has a warning or an error to report: compiling every
-file would cost about one more ``py_compile`` of the corpus (docs/lint.md, "Time").
+The check runs only for a file that has a finding to report (one whose findings are all
+info too: it must still report that it does not compile, whatever demoted its other
+findings): compiling every file would cost about one more ``py_compile`` of the corpus
+(docs/lint.md, "Speed").
 """
 
 from __future__ import annotations

@@ -332,8 +332,9 @@ def _lint_text(
             hits = methods.cap(hits, tree, file, project)  # a method nothing calls
             hits = reach.cap(hits, file, project)  # a module nothing runs (lint/reach.py)
         found = place(path, hits, text)
-        if any(f.finding.severity != "info" for f in found):
-            # a second certainty check before a warning or an error (lint/compiles.py)
+        if found:
+            # a second certainty check before any finding (lint/compiles.py): a file the
+            # compiler rejects reports that alone, whatever its other findings' severity
             failed = compile_error(tree, path)
             if failed is not None:
                 foreign = _foreign(file, project)
