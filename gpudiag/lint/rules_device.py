@@ -228,6 +228,15 @@ def _constant(facts: Facts) -> list[Hit]:
     starts = bool(facts.of("spawn_launch"))
     # one rank, no GPU to share (FasterViT's and MambaVision's datasets.py __main__ blocks)
     alone = groups_of_one(facts)
+    # a process that sets RANK to a constant itself: however many were started, they
+    # would all be that rank, and the group would never form; it works as one process
+    # only (Lumina-T2X's sample.py: os.environ["RANK"] = str(rank) in main(args, 0, …),
+    # a sixteenth held-out corpus of issue 17: three false warnings)
+    alone |= {
+        e.proc
+        for e in facts.of("env_set")
+        if e.text("var") == "RANK" and isinstance(e.data.get("value"), str)
+    }
     out: list[Hit] = []
     for ev in facts.of("set_device"):
         k = _constant_ordinal(ev)
