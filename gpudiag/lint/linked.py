@@ -143,7 +143,8 @@ class LinkedWalker(FlowWalker):
         return out
 
     def eval_call(self, node: ast.Call) -> Val:
-        picked = _picked_by_name(node.func)
+        # a call of a call's result only (getattr(...)(...)): rare, and every call passes here
+        picked = _picked_by_name(node.func) if type(node.func) is ast.Call else None
         if picked is not None and S.SETUP_NAME.search(picked[1]):
             # getattr(common_utils, 'init_dist_%s' % args.launcher)(...): which function
             # runs is chosen at run time (OpenPCDet's tools/train.py; issue 17, a
