@@ -123,7 +123,7 @@ def _read_docs(root: str) -> dict[str, frozenset[str]]:
         beside = os.path.relpath(os.path.dirname(path), root)
         for launchers, scripts in _launches(path):
             for script in (s.removeprefix("./") for s in scripts):
-                if script.startswith("/"):
+                if script.startswith(("/", HERE)):  # absolute, or the shell's own folder
                     continue
                 if "/" not in script:
                     script = os.path.join(beside, script)

@@ -79,6 +79,13 @@ def groups_of_one(facts: Facts) -> set[str]:
     return {p for p, evs in inits.items() if all(e.data.get("one_process") for e in evs)}
 
 
+def only_groups_of_one(facts: Facts) -> bool:
+    """Whether the file starts process groups, each of one process, and no project script
+    launches it (a launcher would start several such processes)."""
+    started = {e.proc for e in facts.of("init_pg")}
+    return bool(started) and started <= groups_of_one(facts) and not facts.launched_by
+
+
 def rank_process(facts: Facts, proc: str) -> bool:
     """Whether ``proc`` is a rank: not the parent of a script that starts its own ranks."""
     if proc != "main":
@@ -95,8 +102,7 @@ def set_device_rules(facts: Facts) -> list[Hit]:
 
 
 def _no_set_device(facts: Facts) -> list[Hit]:
-    started = {e.proc for e in facts.of("init_pg")}
-    if started and started <= groups_of_one(facts) and not facts.launched_by:
+    if only_groups_of_one(facts):
         # every process group is of one process (world_size=1, rank=0: esm's fold.py
         # starts one for FSDP's CPU offloading): there is no other rank to share cuda:0
         # with (a twelfth held-out corpus of issue 17: 2 false errors)

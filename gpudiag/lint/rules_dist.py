@@ -18,7 +18,7 @@ from gpudiag.lint.facts import Event, Facts
 from gpudiag.lint.launch_scripts import OLD_TORCH
 from gpudiag.lint.rules_cpu import cpu_collective_rules as cpu_collective_rules
 from gpudiag.lint.rules_cpu import ddp_cpu_rules as ddp_cpu_rules
-from gpudiag.lint.rules_device import groups_of_one, opaque_text
+from gpudiag.lint.rules_device import only_groups_of_one, opaque_text
 from gpudiag.lint.values import GLOBAL_RANK_VARS, Val, rank_kind
 
 
@@ -97,8 +97,7 @@ def local_rank_arg_rules(facts: Facts) -> list[Hit]:
         # that starts a multiprocessing.Process per GPU after `args.local_rank = rank`
         # (a tenth held-out corpus: denoising-diffusion-gan's train_ddgan.py)
         return []
-    started = {e.proc for e in facts.of("init_pg")}
-    if started and started <= groups_of_one(facts) and not facts.launched_by:
+    if only_groups_of_one(facts):
         # init_process_group(world_size=1, rank=0): a group of one, whatever the option
         # says (a sixth held-out corpus: Cream's CDARTS test_seg.py)
         return []
