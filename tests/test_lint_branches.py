@@ -293,3 +293,93 @@ def setup(fp16, sharded):
         return torch.cuda.amp.GradScaler(enabled=fp16)
 """
     assert [f.line for f in lint_source(text) if f.finding.code == "LINT-AMP-DEPRECATED"] == [9]
+
+
+_EXCLUSIVE_ARMS = """\
+import os
+import torch
+import torch.distributed as dist
+
+
+def setup(cfg):
+    if cfg.distributed_port > 0:
+        rank = int(os.environ["SLURM_PROCID"])
+        cfg.local_rank = rank
+        torch.cuda.set_device(int(os.environ["SLURM_LOCALID"]))
+        dist.init_process_group("nccl", init_method="tcp://a:1", world_size=2, rank=rank)
+    elif cfg.local_rank == -1:
+        cfg.device = "cuda"
+    else:
+        torch.cuda.set_device(cfg.local_rank)
+        dist.init_process_group("nccl")
+"""
+
+
+def test_an_arm_does_not_see_what_an_earlier_arm_assigned() -> None:
+    """DPR's setup_cfg_gpu (an eighteenth held-out corpus, 2 false warnings): the SLURM
+    arm sets ``cfg.local_rank`` to the global rank; the torch.distributed.launch arm reads
+    the launcher's ``cfg.local_rank``, which that assignment never reaches."""
+    codes = [f.finding.code for f in lint_source(_EXCLUSIVE_ARMS)]
+    assert "LINT-DEVICE-FROM-GLOBAL-RANK" not in codes
+    # within the same arm, and after the statement, the global rank is still seen
+    same_arm = _EXCLUSIVE_ARMS.replace(
+        '        torch.cuda.set_device(int(os.environ["SLURM_LOCALID"]))\n',
+        "        torch.cuda.set_device(cfg.local_rank)\n",
+    )
+    lines = [
+        f.line for f in lint_source(same_arm) if f.finding.code == "LINT-DEVICE-FROM-GLOBAL-RANK"
+    ]
+    assert lines == [10]
+    after = _EXCLUSIVE_ARMS.replace(
+        '    else:\n        torch.cuda.set_device(cfg.local_rank)\n        dist.init_process_group("nccl")\n',
+        "    torch.cuda.set_device(cfg.local_rank)\n",
+    )
+    lines = [f.line for f in lint_source(after) if f.finding.code == "LINT-DEVICE-FROM-GLOBAL-RANK"]
+    assert lines == [14]
+
+
+_ONE_PATH_WRAPPER = """\
+import torch
+from torch.nn.parallel import DistributedDataParallel
+from fairscale.nn import FullyShardedDataParallel
+
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.trunk = torch.nn.Linear(2, 2)
+
+
+def worker(gpu, with_fsdp, freeze):
+    torch.cuda.set_device(gpu)
+    torch.distributed.init_process_group("nccl")
+    model = Model().cuda()
+    if with_fsdp:
+        model = FullyShardedDataParallel(model)
+    else:
+        model = DistributedDataParallel(model, device_ids=[gpu])
+    if freeze:
+        for p in model.trunk.parameters():
+            p.grad = None
+"""
+
+
+def test_an_attribute_read_through_a_wrapper_one_arm_builds_is_not_an_error() -> None:
+    """fairscale's test_fsdp_freezing_weights (found while the arms of an ``if`` were made
+    to start afresh): ``model.trunk`` after FSDP in one arm, DDP in the other; FSDP
+    forwards the attribute, and the test reads it only with FSDP."""
+    codes = [f.finding.code for f in lint_source(_ONE_PATH_WRAPPER)]
+    assert "LINT-WRAPPER-ATTRIBUTE" not in codes
+    # DDP on every path that reaches the read: the error stays
+    both = _ONE_PATH_WRAPPER.replace(
+        "model = FullyShardedDataParallel(model)",
+        "model = DistributedDataParallel(model, device_ids=[gpu], find_unused_parameters=True)",
+    )
+    lines = [f.line for f in lint_source(both) if f.finding.code == "LINT-WRAPPER-ATTRIBUTE"]
+    assert lines == [21]
+    alone = _ONE_PATH_WRAPPER.replace(
+        "    if with_fsdp:\n        model = FullyShardedDataParallel(model)\n    else:\n",
+        "    if True:\n",
+    )
+    lines = [f.line for f in lint_source(alone) if f.finding.code == "LINT-WRAPPER-ATTRIBUTE"]
+    assert lines == [19]

@@ -18,7 +18,7 @@ from gpudiag.lint.codes import Hit, hit
 from gpudiag.lint.facts import Event, Facts
 from gpudiag.lint.flow import exclusive, handled_for_both
 from gpudiag.lint.rules_ckpt import checkpoint_rules as checkpoint_rules
-from gpudiag.lint.values import Val, as_int, device_of, int_list
+from gpudiag.lint.values import ONE_PATH_WRAPPER, Val, as_int, device_of, int_list
 
 
 @dataclass(frozen=True)
@@ -358,8 +358,8 @@ def wrapper_attribute_rules(facts: Facts) -> list[Hit]:
     seen: set[tuple[int, str]] = set()
     for ev in facts.of("wrapper_attr"):
         attr, cls = ev.text("attr"), ev.text("class")
-        if (ev.line, attr) in seen or ev.val is None:
-            continue
+        if (ev.line, attr) in seen or ev.val is None or ONE_PATH_WRAPPER in ev.val.tags:
+            continue  # a wrapper of one path only: the read may be on another (arms.py)
         seen.add((ev.line, attr))
         wrap = ev.val.node
         if wrap is not None and handled_for_both(facts, ev.node, wrap, attr):

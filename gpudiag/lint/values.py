@@ -34,6 +34,11 @@ Dev = tuple[str, "int | str | None"]
 _NO_TAGS: frozenset[str] = frozenset()
 
 
+#: the tag of a DataParallel/DDP wrapper that some arms of an ``if`` build and others do
+#: not (:mod:`gpudiag.lint.arms`)
+ONE_PATH_WRAPPER = "arm:one-path-wrapper"
+
+
 @dataclass(frozen=True, init=False)
 class Val:
     """What is known about one value.

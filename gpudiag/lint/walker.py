@@ -19,7 +19,7 @@ import ast
 
 from gpudiag.lint import names as N
 from gpudiag.lint.amp_calls import AmpCalls
-from gpudiag.lint.arms import ArmValues
+from gpudiag.lint.arms import exec_if
 from gpudiag.lint.exprs import MAX_NESTING
 from gpudiag.lint.facts import Facts, Setup
 from gpudiag.lint.flow import unwrapped_alias
@@ -161,24 +161,7 @@ class Walker(AmpCalls):
             self.loops.pop()
             self.exec_block(stmt.orelse)
         elif isinstance(stmt, ast.If):
-            # an elif ladder, arm after arm, without recursion (issue 21: ~490 arms recursed)
-            arm, arms = stmt, ArmValues(stmt, self.names)
-            while True:
-                self.eval(arm.test)
-                taken = self.decided(arm.test)
-                if taken is not False:
-                    self.exec_block(arm.body)
-                    arms.arm_done(self.names)
-                if taken is True:
-                    break  # the other arms never run
-                if len(arm.orelse) == 1 and isinstance(arm.orelse[0], ast.If):
-                    arm = arm.orelse[0]
-                    continue
-                self.exec_block(arm.orelse)
-                if arm.orelse:
-                    arms.arm_done(self.names)
-                break
-            arms.merge(self.names, taken is True or bool(arm.orelse))
+            exec_if(self, stmt)
         elif isinstance(stmt, (ast.With, ast.AsyncWith)):
             for item in stmt.items:
                 val = self.eval(item.context_expr)
