@@ -243,10 +243,17 @@ def _constant(facts: Facts) -> list[Hit]:
         for e in facts.of("env_set")
         if e.text("var") == "RANK" and isinstance(e.data.get("value"), str)
     }
+    # a call that another process makes with a rank of its own: the constant is one
+    # caller's argument, not every rank's (BigVGAN's train.py: mp.spawn(train, …) with
+    # several GPUs, train(0, a, h) with one; an eighteenth held-out corpus of issue 17:
+    # 1 false error)
+    per_rank = {(e.line, e.col) for e in facts.of("set_device") if _constant_ordinal(e) is None}
     out: list[Hit] = []
     for ev in facts.of("set_device"):
         k = _constant_ordinal(ev)
         if k is None or ev.proc in variable or ev.proc in procs_with_rank or ev.proc in alone:
+            continue
+        if (ev.line, ev.col) in per_rank:
             continue
         if ev.proc.startswith("def:") or not rank_process(facts, ev.proc):
             continue
