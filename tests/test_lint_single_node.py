@@ -247,3 +247,48 @@ def test_a_script_a_driver_beside_it_launches_on_one_node_is_info(tmp_path: Path
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "test_numerics.py").write_text(_DRIVER.replace("{nodes}", ""))
     assert _project_severities(tmp_path, "run_numerics.py") == {"warning"}
+
+
+_LOOPBACK = """\
+import os
+import torch
+import torch.distributed as dist
+
+
+def get_dist_params():
+    master_addr = "127.0.0.1"
+    os.environ["MASTER_ADDR"] = master_addr
+    os.environ["MASTER_PORT"] = "29500"
+    return int(os.environ.get("PMI_RANK", 0)), int(os.environ.get("PMI_SIZE", 1))
+
+
+if __name__ == "__main__":
+    rank, world_size = get_dist_params()
+    dist.init_process_group("nccl", rank=rank, world_size=world_size)
+    device = f"cuda:{dist.get_rank()}"
+    model = torch.nn.parallel.DistributedDataParallel(
+        torch.nn.Linear(2, 2).to(device), device_ids=[device]
+    )
+"""
+
+
+def test_a_script_that_sets_master_addr_to_this_host_makes_it_info() -> None:
+    """pyg's distributed_sampling_xpu.py (an eighteenth held-out corpus): MASTER_ADDR is
+    127.0.0.1, set by the script; rank 0's store is on this host, so every rank is."""
+    found = [f for f in lint_source(_LOOPBACK) if f.finding.code == "LINT-DEVICE-FROM-GLOBAL-RANK"]
+    assert found and {f.finding.severity for f in found} == {"info"}
+    assert "MASTER_ADDR to 127.0.0.1" in found[0].finding.message
+    # a launcher's MASTER_ADDR kept when there is one: the default is not a proof
+    kept = _LOOPBACK.replace(
+        '    os.environ["MASTER_ADDR"] = master_addr\n',
+        '    if "MASTER_ADDR" not in os.environ:\n'
+        '        os.environ["MASTER_ADDR"] = master_addr\n',
+    )
+    assert set(_severities(kept)) == {"warning"}
+    default = _LOOPBACK.replace(
+        '    os.environ["MASTER_ADDR"] = master_addr\n',
+        '    os.environ.setdefault("MASTER_ADDR", master_addr)\n',
+    )
+    assert set(_severities(default)) == {"warning"}
+    another = _LOOPBACK.replace('"127.0.0.1"', '"node001"')
+    assert set(_severities(another)) == {"warning"}

@@ -47,6 +47,7 @@ from gpudiag.lint.facts import Facts
 from gpudiag.lint.syntax import dotted_name, ident
 
 _HARNESS = ("MultiProcessTestCase", "DistributedTestBase")
+_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 _LAUNCH = frozenset({"torchrun", "torch.distributed.run", "torch.distributed.launch"})
 #: the most ranks a test marked for a world size is taken to run on one host (8 GPUs)
 _ONE_HOST = 8
@@ -109,6 +110,8 @@ def single_node_reason(facts: Facts) -> str | None:
             f"every rank is a process torch.multiprocessing.spawn starts on this host, "
             f"with its own index as its rank (line {spawned[0].line})"
         )
+    if not reason:
+        reason = _loopback_rendezvous(facts)
     if facts.tree is not None and not reason:
         for node in ast.walk(facts.tree):
             if isinstance(node, ast.ClassDef) and any(
@@ -137,6 +140,34 @@ def single_node_reason(facts: Facts) -> str | None:
         reason = _by_path(facts.path, facts.harness_reads_local_rank)
     facts.cache["single_node"] = reason
     return reason or None
+
+
+def _loopback_rendezvous(facts: Facts) -> str:
+    """The script itself points every rank's rendezvous at this host:
+    ``os.environ["MASTER_ADDR"] = "127.0.0.1"`` (every write of it a loopback constant, and
+    ``MASTER_ADDR`` named nowhere else in the file, so no launcher's value is kept). The
+    TCP store lives in rank 0's process at that address (torch 2.13,
+    torch/distributed/rendezvous.py, ``_env_rendezvous_handler``); a rank on another host
+    would look for it on its own host and never join, so every rank is on this one
+    (pyg's examples/multi_gpu/distributed_sampling_xpu.py, an eighteenth held-out corpus of
+    issue 17)."""
+    sets = [e for e in facts.of("env_set") if e.text("var") == "MASTER_ADDR"]
+    if not sets or facts.tree is None:
+        return ""
+    for e in sets:
+        if not isinstance(e.node, ast.Subscript) or e.text("value") not in _LOOPBACK:
+            return ""
+    named = sum(
+        1
+        for node in ast.walk(facts.tree)
+        if isinstance(node, ast.Constant) and node.value == "MASTER_ADDR"
+    )
+    if named != len(sets):
+        return ""
+    return (
+        f"the script sets MASTER_ADDR to {sets[0].text('value')} itself (line {sets[0].line}): "
+        "every rank meets rank 0 on this host"
+    )
 
 
 def _by_path(path: str, harness_reads_local_rank: bool) -> str:
