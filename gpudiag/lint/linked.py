@@ -16,7 +16,7 @@ from __future__ import annotations
 import ast
 import sys
 
-from gpudiag.lint import shown
+from gpudiag.lint import gated, shown
 from gpudiag.lint import summary as S
 from gpudiag.lint.facts import Facts
 from gpudiag.lint.loopflow import FlowWalker
@@ -188,7 +188,10 @@ class LinkedWalker(FlowWalker):
         """The events of a call to a project function, class or method."""
         assert self.project is not None
         try:
-            caps = self.project.caps(sym)
+            # a process group started only under `if flag:` for a flag this call leaves
+            # off does not count (gpudiag/lint/gated.py)
+            unpassed = gated.unpassed(node, self.project.gates(sym))
+            caps = self.project.caps(sym, unpassed=unpassed)
         except RecursionError:  # deep in a deeply nested file's walk: as unreadable
             caps = frozenset({S.OPAQUE_SETUP})
         self.apply_caps(caps, sym, node)

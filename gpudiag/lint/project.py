@@ -25,6 +25,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from gpudiag.lint import gated as G
 from gpudiag.lint import summary as S
 from gpudiag.lint.compiles import parse
 from gpudiag.lint.launch_scripts import ShellLaunches
@@ -282,18 +283,22 @@ class Project(ModuleFinder):
             return None  # a builtin, a parameter, a local variable: nothing to follow
         return self.resolve(module, f"{target}.{rest}" if rest else target)
 
-    def caps(self, sym: Sym, depth: int = 0) -> frozenset[str]:
+    def caps(
+        self, sym: Sym, depth: int = 0, unpassed: frozenset[str] = frozenset()
+    ) -> frozenset[str]:
         """What calling ``sym`` does (constructing a class runs its ``__init__``), through
         the calls it makes within the project. A call into a package lint cannot read,
-        whose name says it sets the job up, adds :data:`~gpudiag.lint.summary.OPAQUE_SETUP`."""
+        whose name says it sets the job up, adds :data:`~gpudiag.lint.summary.OPAQUE_SETUP`.
+        ``unpassed``: the parameters the call leaves at a default that turns an arm off
+        (:mod:`gpudiag.lint.gated`); the process group that arm starts does not count."""
         if sym.kind == "class":
             init = self.method(sym, "__init__")
-            found = self.caps(init, depth) if init is not None else frozenset()
+            found = self.caps(init, depth, unpassed) if init is not None else frozenset()
             if self.opaque_bases(sym):
                 found |= {S.OPAQUE_SETUP}
             return found
         cached = self._caps.get(sym)
-        if cached is not None:
+        if cached is not None and not (unpassed and S.INIT_PG in cached):
             return cached
         if sym in self._active or depth > MAX_CALL_DEPTH:
             return frozenset()  # a cycle, or too deep: what is known so far
@@ -301,24 +306,47 @@ class Project(ModuleFinder):
         if fn is None:
             return frozenset()
         self._active.add(sym)
+        off = set(fn.gates) & unpassed
         try:
-            caps = set(fn.caps)
-            backends = set(fn.backends)
             cls = Sym(sym.path, "class", sym.name.split(".")[0]) if sym.kind == "method" else None
-            for text in dict.fromkeys(fn.calls):
-                target = self._callee(sym.path, cls, text, fn.local_aliases)
-                if isinstance(target, Sym):
-                    caps |= self.caps(target, depth + 1)
-                    backends |= self.backends(target)
-                elif target is UNRESOLVED and S.SETUP_NAME.search(text.rsplit(".", 1)[-1]):
-                    caps.add(S.OPAQUE_SETUP)
+            caps, backends = self._reach(sym, cls, fn, depth)
+            for param, arm in fn.gates.items():
+                more, more_backends = self._reach(sym, cls, arm, depth)
+                if param in off:
+                    more = more - {S.INIT_PG}
+                else:
+                    backends |= more_backends
+                caps |= more
         finally:
             self._active.discard(sym)
         result = frozenset(caps)
-        if depth == 0 or sym not in self._active:
+        if not off and (depth == 0 or sym not in self._active):
             self._caps[sym] = result
             self._backends[sym] = frozenset(backends)
         return result
+
+    def gates(self, sym: Sym) -> G.Gates:
+        """The parameters of ``sym`` (a class: its ``__init__``) off by default that turn
+        an arm of it on (:mod:`gpudiag.lint.gated`)."""
+        if sym.kind == "class":
+            init = self.method(sym, "__init__")
+            return self.gates(init) if init is not None else {}
+        fn = self._def(sym)
+        return fn.gate_at if fn is not None else {}
+
+    def _reach(
+        self, sym: Sym, cls: Sym | None, fn: S.Def, depth: int
+    ) -> tuple[set[str], set[str | None]]:
+        caps = set(fn.caps)
+        backends = set(fn.backends)
+        for text in dict.fromkeys(fn.calls):
+            target = self._callee(sym.path, cls, text, fn.local_aliases)
+            if isinstance(target, Sym):
+                caps |= self.caps(target, depth + 1)
+                backends |= self.backends(target)
+            elif target is UNRESOLVED and S.SETUP_NAME.search(text.rsplit(".", 1)[-1]):
+                caps.add(S.OPAQUE_SETUP)
+        return caps, backends
 
     def class_caps(self, cls: Sym, depth: int = 0) -> frozenset[str]:
         """What any method of a project class or of its project bases does: a test class

@@ -13,8 +13,9 @@ import ast
 import re
 from dataclasses import dataclass, field
 
+from gpudiag.lint import gated as G
 from gpudiag.lint import names as N
-from gpudiag.lint.compiles import parse
+from gpudiag.lint.def_lines import Where
 from gpudiag.lint.syntax import dotted_key, inner_blocks
 from gpudiag.lint.values import GLOBAL_RANK_VARS, LOCAL_RANK_VARS
 
@@ -57,9 +58,18 @@ class Def:
     and keeping their syntax trees would keep every module read in memory (issue 17:
     lint's time and memory)."""
 
-    __slots__ = ("_aliases", "_backends", "_calls", "_caps", "_local", "_where")
+    __slots__ = (
+        "_aliases",
+        "_backends",
+        "_calls",
+        "_caps",
+        "_gate_at",
+        "_gates",
+        "_local",
+        "_where",
+    )
 
-    def __init__(self, where: _Where | None = None, aliases: Names | None = None) -> None:
+    def __init__(self, where: Where | None = None, aliases: Names | None = None) -> None:
         #: where its code is (None: read already, or nothing to read)
         self._where = where
         self._aliases = aliases if aliases is not None else {}
@@ -67,6 +77,10 @@ class Def:
         self._calls: list[str] = []
         self._backends: set[str | None] = set()
         self._local: Names = {}
+        #: what it does only under ``if param:`` for a parameter off by default
+        #: (:mod:`gpudiag.lint.gated`), by parameter
+        self._gates: dict[str, Def] = {}
+        self._gate_at: G.Gates = {}
 
     @property
     def caps(self) -> set[str]:
@@ -83,6 +97,18 @@ class Def:
         """The literal backends its init_process_group calls name (None: not a literal)."""
         self._read()
         return self._backends
+
+    @property
+    def gates(self) -> dict[str, Def]:
+        """What it does only for a caller that passes a parameter off by default."""
+        self._read()
+        return self._gates
+
+    @property
+    def gate_at(self) -> G.Gates:
+        """Each gate parameter's position (None: keyword-only)."""
+        self._read()
+        return self._gate_at
 
     @property
     def local_aliases(self) -> Names:
@@ -103,6 +129,26 @@ class Def:
         aliases = _Aliases(self._aliases, self._local)
         skip: set[int] = set()  # constants that name a variable written, not read
         scoped: set[int] = set()  # `with torch.cuda.device(i):` calls: the device is restored
+        gates = {} if top else G.gate_params(roots)
+        gated = {p: self._gated_def() for p in gates if not G.assigns(roots, p)} if gates else {}
+        self._gate_at = {p: gates[p] for p in gated}
+        self._walk(roots, self, aliases, skip, scoped, top, gated)
+
+    def _gated_def(self) -> Def:
+        found = Def(None, self._aliases)
+        found._local = self._local  # the function's own imports, wherever they stand
+        return found
+
+    def _walk(
+        self,
+        roots: list[ast.AST],
+        owner: Def,
+        aliases: _Aliases,
+        skip: set[int],
+        scoped: set[int],
+        top: bool,
+        gated: dict[str, Def],
+    ) -> None:
         stack = list(reversed(roots))
         while stack:
             node = stack.pop()
@@ -122,8 +168,15 @@ class Def:
                 stack.extend(reversed(node.body))
                 continue
             kind = type(node)
+            if gated and isinstance(node, ast.If):
+                param = G.gate_of(node.test, gated)
+                if param is not None:  # `if use_usp:`: the arm runs for a caller passing it
+                    self._gates[param] = gated[param]
+                    self._walk(list(node.body), gated[param], aliases, skip, scoped, top, gated)
+                    stack.extend([node.test, *node.orelse][::-1])
+                    continue
             if kind in _DIRECT_KINDS:
-                _direct(node, self, aliases, skip, scoped)
+                _direct(node, owner, aliases, skip, scoped)
             # ast.iter_child_nodes, in its order, less the generators' cost (2.4 million
             # nodes on the corpus) and the leaves nothing here reads (contexts, operators)
             fields = _CHILD_FIELDS.get(kind)
@@ -152,60 +205,6 @@ def _child_fields(kind: type) -> tuple[str, ...]:
     if kind is ast.Constant:
         return ()
     return tuple(f for f in getattr(kind, "_fields", ()) if f not in _LEAF_FIELDS)
-
-
-class _Where:
-    """A function's lines in its module (``first`` 0: the module's own code)."""
-
-    __slots__ = ("col", "def_line", "first", "kept", "last", "lines")
-
-    def __init__(self, lines: list[bytes], node: ast.AST | None = None, kept: bool = False) -> None:
-        self.lines = lines
-        #: the node itself while its module's tree is kept (ModuleSummary.release)
-        self.kept = node if kept else None
-        self.first = self.last = self.def_line = self.col = 0
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            self.def_line = node.lineno
-            self.first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
-            self.last = node.end_lineno or node.lineno
-            self.col = node.col_offset
-
-    def roots(self) -> list[ast.AST]:
-        if isinstance(self.kept, ast.Module):
-            return list(self.kept.body)
-        if self.kept is not None:
-            return list(ast.iter_child_nodes(self.kept))
-        if self.first == 0:
-            return list(_parse(self.lines).body)
-        segment = b"\n".join(self.lines[self.first - 1 : self.last])
-        try:
-            # an indented method parses inside a block of any deeper indentation
-            tree = parse(b"if 1:\n" + segment if self.col else segment)
-            node: ast.AST = tree.body[0]
-            if isinstance(node, ast.If):
-                node = node.body[0]
-        except (SyntaxError, ValueError, RecursionError, MemoryError, IndexError):
-            # its bytes alone are not Python (a `# coding:` line above it): the module's
-            tree = _parse(self.lines)
-            node = next(
-                (
-                    n
-                    for n in ast.walk(tree)
-                    if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-                    and n.lineno == self.def_line
-                ),
-                tree,
-            )
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            return []
-        return list(ast.iter_child_nodes(node))
-
-
-def _parse(lines: list[bytes]) -> ast.Module:
-    try:
-        return parse(b"\n".join(lines))
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return ast.Module(body=[], type_ignores=[])
 
 
 class _Aliases:
@@ -283,7 +282,7 @@ def summarise(
     out = ModuleSummary(path)
     # the lines as the parser numbers them (\r\n, \r and \n end a line)
     lines = source.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
-    out.top = Def(_Where(lines, tree, kept), out.aliases)
+    out.top = Def(Where(lines, tree, kept), out.aliases)
     # (statement, at module level, its class or None); a function's body is not entered
     stack: list[tuple[ast.stmt, bool, ClassInfo | None]] = [
         (node, True, None) for node in reversed(tree.body)
@@ -296,7 +295,7 @@ def summarise(
             table = cls.methods if cls is not None else out.funcs
             if node.name not in table:  # the first definition of a name (as before)
                 # decorators and defaults are the function's code too, as before
-                table[node.name] = Def(_Where(lines, node, kept), out.aliases)
+                table[node.name] = Def(Where(lines, node, kept), out.aliases)
             continue
         if isinstance(node, ast.ClassDef) and at_top:
             info = ClassInfo(bases=[t for t in map(dotted_key, node.bases) if t is not None])
