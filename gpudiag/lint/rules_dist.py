@@ -33,6 +33,7 @@ def global_rank_rules(facts: Facts) -> list[Hit]:
     out: list[Hit] = []
     lines: set[int] = set()
     origins: set[int] = set()
+    unnamed: set[tuple[str, object, frozenset[str]]] = set()
     single: str | None = None
     for ev in facts.of("device_use"):
         if ev.val is None or rank_kind(ev.val) != "global" or ev.line in lines:
@@ -43,6 +44,16 @@ def global_rank_rules(facts: Facts) -> list[Hit]:
             if id(ev.val.node) in origins or origin_line in lines:
                 continue
             origins.add(id(ev.val.node))
+            unnamed.add((ev.proc, ev.val.device, ev.val.tags))
+        elif ev.val.device is not None:
+            # a device whose origin is lost (`torch.device(f"cuda:{dist.get_rank()}") if
+            # dist.is_initialized() else self._execution_device`), handed on and used
+            # again: one mistake, reported once per process (HunyuanVideo's pipeline, a
+            # nineteenth held-out sample of issue 17: one line reported 15 times)
+            same = (ev.proc, ev.val.device, ev.val.tags)
+            if same in unnamed:
+                continue
+            unnamed.add(same)
         lines.add(ev.line)
         src = _rank_source(ev.val)
         from gpudiag.core.dataparallel import INVALID_ORDINAL  # imported on a hit only
