@@ -16,9 +16,25 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Container
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gpudiag.lint.summary import Def
 
 #: a parameter -> its position among the positional parameters (None: keyword-only)
 Gates = dict[str, int | None]
+
+
+class Gating:
+    """A function's parameters off by default, and which of them turned out to be gates
+    (None: the function assigns it), while its body is summarised."""
+
+    __slots__ = ("checked", "gates", "roots")
+
+    def __init__(self, gates: Gates, roots: list[ast.AST]) -> None:
+        self.gates = gates
+        self.roots = roots
+        self.checked: dict[str, Def | None] = {}
 
 
 def gate_params(roots: list[ast.AST]) -> Gates:

@@ -129,14 +129,20 @@ class Def:
         aliases = _Aliases(self._aliases, self._local)
         skip: set[int] = set()  # constants that name a variable written, not read
         scoped: set[int] = set()  # `with torch.cuda.device(i):` calls: the device is restored
-        gates = {} if top else G.gate_params(roots)
-        gated = {p: self._gated_def() for p in gates if not G.assigns(roots, p)} if gates else {}
-        self._gate_at = {p: gates[p] for p in gated}
-        self._walk(roots, self, aliases, skip, scoped, top, gated)
+        gating = G.Gating({} if top else G.gate_params(roots), roots)
+        self._walk(roots, self, aliases, skip, scoped, top, gating)
 
-    def _gated_def(self) -> Def:
-        found = Def(None, self._aliases)
-        found._local = self._local  # the function's own imports, wherever they stand
+    def _gated_def(self, param: str, gating: G.Gating) -> Def | None:
+        """The summary of ``if param:`` arms; None where the function assigns ``param``."""
+        if param in gating.checked:
+            return gating.checked[param]
+        found: Def | None = None
+        if not G.assigns(gating.roots, param):
+            found = Def(None, self._aliases)
+            found._local = self._local  # the function's own imports, wherever they stand
+            self._gates[param] = found
+            self._gate_at[param] = gating.gates[param]
+        gating.checked[param] = found
         return found
 
     def _walk(
@@ -147,7 +153,7 @@ class Def:
         skip: set[int],
         scoped: set[int],
         top: bool,
-        gated: dict[str, Def],
+        gating: G.Gating,
     ) -> None:
         stack = list(reversed(roots))
         while stack:
@@ -168,11 +174,11 @@ class Def:
                 stack.extend(reversed(node.body))
                 continue
             kind = type(node)
-            if gated and isinstance(node, ast.If):
-                param = G.gate_of(node.test, gated)
-                if param is not None:  # `if use_usp:`: the arm runs for a caller passing it
-                    self._gates[param] = gated[param]
-                    self._walk(list(node.body), gated[param], aliases, skip, scoped, top, gated)
+            if gating.gates and isinstance(node, ast.If):
+                param = G.gate_of(node.test, gating.gates)
+                arm = self._gated_def(param, gating) if param is not None else None
+                if arm is not None:  # `if use_usp:`: the arm runs for a caller passing it
+                    self._walk(list(node.body), arm, aliases, skip, scoped, top, gating)
                     stack.extend([node.test, *node.orelse][::-1])
                     continue
             if kind in _DIRECT_KINDS:
