@@ -313,29 +313,15 @@ def setup(cfg):
         torch.cuda.set_device(cfg.local_rank)
         dist.init_process_group("nccl")
 """
-
-
-def test_an_arm_does_not_see_what_an_earlier_arm_assigned() -> None:
-    """DPR's setup_cfg_gpu (an eighteenth held-out corpus, 2 false warnings): the SLURM
-    arm sets ``cfg.local_rank`` to the global rank; the torch.distributed.launch arm reads
-    the launcher's ``cfg.local_rank``, which that assignment never reaches."""
-    codes = [f.finding.code for f in lint_source(_EXCLUSIVE_ARMS)]
-    assert "LINT-DEVICE-FROM-GLOBAL-RANK" not in codes
-    # within the same arm, and after the statement, the global rank is still seen
-    same_arm = _EXCLUSIVE_ARMS.replace(
-        '        torch.cuda.set_device(int(os.environ["SLURM_LOCALID"]))\n',
-        "        torch.cuda.set_device(cfg.local_rank)\n",
-    )
-    lines = [
-        f.line for f in lint_source(same_arm) if f.finding.code == "LINT-DEVICE-FROM-GLOBAL-RANK"
-    ]
-    assert lines == [10]
-    after = _EXCLUSIVE_ARMS.replace(
-        '    else:\n        torch.cuda.set_device(cfg.local_rank)\n        dist.init_process_group("nccl")\n',
-        "    torch.cuda.set_device(cfg.local_rank)\n",
-    )
-    lines = [f.line for f in lint_source(after) if f.finding.code == "LINT-DEVICE-FROM-GLOBAL-RANK"]
-    assert lines == [14]
+# within the same arm, and after the statement, the global rank is still seen
+_SAME_ARM = _EXCLUSIVE_ARMS.replace(
+    '        torch.cuda.set_device(int(os.environ["SLURM_LOCALID"]))\n',
+    "        torch.cuda.set_device(cfg.local_rank)\n",
+)
+_AFTER_ARMS = _EXCLUSIVE_ARMS.replace(
+    '    else:\n        torch.cuda.set_device(cfg.local_rank)\n        dist.init_process_group("nccl")\n',
+    "    torch.cuda.set_device(cfg.local_rank)\n",
+)
 
 
 _ONE_PATH_WRAPPER = """\
@@ -362,24 +348,36 @@ def worker(gpu, with_fsdp, freeze):
         for p in model.trunk.parameters():
             p.grad = None
 """
+# DDP on every path that reaches the read: the error stays
+_DDP_BOTH = _ONE_PATH_WRAPPER.replace(
+    "model = FullyShardedDataParallel(model)",
+    "model = DistributedDataParallel(model, device_ids=[gpu], find_unused_parameters=True)",
+)
+_DDP_ALONE = _ONE_PATH_WRAPPER.replace(
+    "    if with_fsdp:\n        model = FullyShardedDataParallel(model)\n    else:\n",
+    "    if True:\n",
+)
 
 
-def test_an_attribute_read_through_a_wrapper_one_arm_builds_is_not_an_error() -> None:
-    """fairscale's test_fsdp_freezing_weights (found while the arms of an ``if`` were made
-    to start afresh): ``model.trunk`` after FSDP in one arm, DDP in the other; FSDP
-    forwards the attribute, and the test reads it only with FSDP."""
-    codes = [f.finding.code for f in lint_source(_ONE_PATH_WRAPPER)]
-    assert "LINT-WRAPPER-ATTRIBUTE" not in codes
-    # DDP on every path that reaches the read: the error stays
-    both = _ONE_PATH_WRAPPER.replace(
-        "model = FullyShardedDataParallel(model)",
-        "model = DistributedDataParallel(model, device_ids=[gpu], find_unused_parameters=True)",
-    )
-    lines = [f.line for f in lint_source(both) if f.finding.code == "LINT-WRAPPER-ATTRIBUTE"]
-    assert lines == [21]
-    alone = _ONE_PATH_WRAPPER.replace(
-        "    if with_fsdp:\n        model = FullyShardedDataParallel(model)\n    else:\n",
-        "    if True:\n",
-    )
-    lines = [f.line for f in lint_source(alone) if f.finding.code == "LINT-WRAPPER-ATTRIBUTE"]
-    assert lines == [19]
+@pytest.mark.parametrize(
+    ("text", "code", "lines"),
+    [
+        (_EXCLUSIVE_ARMS, "LINT-DEVICE-FROM-GLOBAL-RANK", []),
+        (_SAME_ARM, "LINT-DEVICE-FROM-GLOBAL-RANK", [10]),
+        (_AFTER_ARMS, "LINT-DEVICE-FROM-GLOBAL-RANK", [14]),
+        (_ONE_PATH_WRAPPER, "LINT-WRAPPER-ATTRIBUTE", []),
+        (_DDP_BOTH, "LINT-WRAPPER-ATTRIBUTE", [21]),
+        (_DDP_ALONE, "LINT-WRAPPER-ATTRIBUTE", [19]),
+    ],
+    ids=["exclusive", "same-arm", "after", "one-path-wrapper", "ddp-both", "ddp-alone"],
+)
+def test_each_arm_starts_from_the_names_before_the_if(
+    text: str, code: str, lines: list[int]
+) -> None:
+    """DPR's setup_cfg_gpu (held-out 18, 2 false warnings): the SLURM arm sets
+    ``cfg.local_rank`` to the global rank; the torch.distributed.launch arm reads the
+    launcher's, which that assignment never reaches. fairscale's
+    test_fsdp_freezing_weights (found while the arms were made to start afresh):
+    ``model.trunk`` after FSDP in one arm, DDP in the other; FSDP forwards the attribute,
+    and the test reads it only with FSDP, so no error for a wrapper of one path."""
+    assert [f.line for f in lint_source(text) if f.finding.code == code] == lines
