@@ -22,7 +22,7 @@ from pathlib import Path
 
 from gpudiag.errors import GpudiagInputError
 from gpudiag.findings.finding import Severity
-from gpudiag.lint import callers, folders, gates, methods, reach, skips, unused
+from gpudiag.lint import callers, folders, gates, imports_missing, methods, reach, skips, unused
 from gpudiag.lint.codes import Hit, LintFinding, hit
 from gpudiag.lint.compiles import compile_error, parse
 from gpudiag.lint.facts import Facts
@@ -331,6 +331,7 @@ def _lint_text(
             hits = unused.cap(hits, tree, file, project)  # a function nothing uses
             hits = methods.cap(hits, tree, file, project)  # a method nothing calls
             hits = reach.cap(hits, file, project)  # a module nothing runs (lint/reach.py)
+        hits = imports_missing.cap(hits, tree, file)  # a module Python cannot import
         found = place(path, hits, text)
         if found:
             # a second certainty check before any finding (lint/compiles.py): a file the
