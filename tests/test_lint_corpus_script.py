@@ -205,7 +205,7 @@ def test_unknown_repo_is_bad_input(bench, capsys):
 
 @pytest.mark.parametrize(
     "listing",
-    ["repos.csv", *(f"heldout-{n}.csv" for n in range(1, 22))],
+    ["repos.csv", *(f"heldout-{n}.csv" for n in range(1, 23))],
 )
 def test_the_committed_corpora_and_their_verdicts_read(listing: str) -> None:
     """Every committed list of repositories (the tuning corpus and the held-out ones)
@@ -223,7 +223,7 @@ def test_the_committed_corpora_and_their_verdicts_read(listing: str) -> None:
     assert judged > 0
     others = {
         r.name
-        for name in ("repos.csv", *(f"heldout-{n}.csv" for n in range(1, 22)))
+        for name in ("repos.csv", *(f"heldout-{n}.csv" for n in range(1, 23)))
         if name != listing
         for r in script.read_repos(here / name)
     }
