@@ -353,10 +353,38 @@ _DDP_BOTH = _ONE_PATH_WRAPPER.replace(
     "model = FullyShardedDataParallel(model)",
     "model = DistributedDataParallel(model, device_ids=[gpu], find_unused_parameters=True)",
 )
+# the other arm keeps the plain model: the read goes through DDP on the distributed path
+_DDP_OR_PLAIN = _ONE_PATH_WRAPPER.replace(
+    "model = FullyShardedDataParallel(model)", "model = model.half()"
+)
 _DDP_ALONE = _ONE_PATH_WRAPPER.replace(
     "    if with_fsdp:\n        model = FullyShardedDataParallel(model)\n    else:\n",
     "    if True:\n",
 )
+
+
+# a dotted name an arm sets, put back after the statement, is forgotten when its prefix
+# is bound again (a review of the change: a stale "cpu" made a false error)
+_REBOUND = """\
+import os
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+def main(args):
+    dist.init_process_group("nccl")
+    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    if args.cpu:
+        args.opt.device = "cpu"
+    else:
+        args.opt = load()
+    args.opt = load()
+    model = DDP(torch.nn.Linear(2, 2).to(args.opt.device), device_ids=[args.opt.device])
+
+
+main(parse())
+"""
 
 
 @pytest.mark.parametrize(
@@ -367,9 +395,20 @@ _DDP_ALONE = _ONE_PATH_WRAPPER.replace(
         (_AFTER_ARMS, "LINT-DEVICE-FROM-GLOBAL-RANK", [14]),
         (_ONE_PATH_WRAPPER, "LINT-WRAPPER-ATTRIBUTE", []),
         (_DDP_BOTH, "LINT-WRAPPER-ATTRIBUTE", [21]),
+        (_DDP_OR_PLAIN, "LINT-WRAPPER-ATTRIBUTE", [21]),
+        (_REBOUND, "LINT-DDP-DEVICE-IDS-CPU", []),
         (_DDP_ALONE, "LINT-WRAPPER-ATTRIBUTE", [19]),
     ],
-    ids=["exclusive", "same-arm", "after", "one-path-wrapper", "ddp-both", "ddp-alone"],
+    ids=[
+        "exclusive",
+        "same-arm",
+        "after",
+        "one-path-wrapper",
+        "ddp-both",
+        "ddp-or-plain",
+        "rebound",
+        "ddp-alone",
+    ],
 )
 def test_each_arm_starts_from_the_names_before_the_if(
     text: str, code: str, lines: list[int]

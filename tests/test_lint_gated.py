@@ -110,3 +110,46 @@ def test_gate_parameters_and_what_a_call_passes() -> None:
     assert unpassed(call, gates) == {"e"}
     call = ast.parse("f(1, e=3, *rest)").body[0].value  # type: ignore[attr-defined]
     assert unpassed(call, gates) == set()
+
+
+def test_a_gloo_group_stays_gloo_when_an_unrelated_flag_is_left_off(tmp_path: Path) -> None:
+    """A review of the change: with a gate left off, the call's backends were not kept,
+    and a gloo-only setup became a DDP script with an unknown backend (a false error)."""
+    pipe = """
+        import torch.distributed as dist
+
+
+        def setup(rank=0, verbose=False):
+            dist.init_process_group("gloo")
+            if verbose:
+                print("started")
+    """
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("", encoding="utf-8")
+    (tmp_path / "pkg" / "h.py").write_text(textwrap.dedent(pipe), encoding="utf-8")
+    run = "import torch\nfrom pkg.h import setup\n\nsetup()\nx = torch.zeros(3).cuda()\n"
+    (tmp_path / "run.py").write_text(run, encoding="utf-8")
+    assert _codes(tmp_path) == []
+
+
+def test_a_nested_function_s_parameter_of_that_name_is_no_gate(tmp_path: Path) -> None:
+    """A review of the change: ``def worker(distributed): if distributed: …`` inside
+    ``run_job(distributed=False)`` tests the inner parameter, which run_job passes."""
+    pipe = """
+        import torch
+        import torch.distributed as dist
+
+
+        def run_job(rank=0, distributed=False):
+            def worker(distributed):
+                if distributed:
+                    dist.init_process_group("nccl")
+
+            worker(torch.cuda.device_count() > 1)
+    """
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("", encoding="utf-8")
+    (tmp_path / "pkg" / "h.py").write_text(textwrap.dedent(pipe), encoding="utf-8")
+    run = "import torch\nfrom pkg.h import run_job\n\nrun_job()\nx = torch.zeros(3).cuda()\n"
+    (tmp_path / "run.py").write_text(run, encoding="utf-8")
+    assert (5, "LINT-DDP-NO-SET-DEVICE", "error") in _codes(tmp_path)

@@ -292,6 +292,18 @@ def test_a_script_that_sets_master_addr_to_this_host_makes_it_info() -> None:
     assert set(_severities(default)) == {"warning"}
     another = _LOOPBACK.replace('"127.0.0.1"', '"node001"')
     assert set(_severities(another)) == {"warning"}
+    # an init_method of its own may name another host: MASTER_ADDR is not read then
+    own = _LOOPBACK.replace(
+        'dist.init_process_group("nccl", rank=rank',
+        'dist.init_process_group("nccl", init_method=os.environ["DIST_URL"], rank=rank',
+    )
+    assert set(_severities(own)) == {"warning"}
+    # a guarded default written by a function walked twice is still a guarded default
+    twice = kept.replace(
+        "    rank, world_size = get_dist_params()\n",
+        "    get_dist_params()\n    rank, world_size = get_dist_params()\n",
+    )
+    assert set(_severities(twice)) == {"warning"}
 
 
 _HANDED_ON = """\

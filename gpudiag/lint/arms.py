@@ -21,7 +21,7 @@ import ast
 import dataclasses
 from typing import TYPE_CHECKING
 
-from gpudiag.lint.syntax import dotted_name, flat_targets, inner_blocks
+from gpudiag.lint.syntax import dotted_name, dotted_prefixes, flat_targets, inner_blocks
 from gpudiag.lint.values import ONE_PATH_WRAPPER, Dev, Val, device_of
 
 if TYPE_CHECKING:
@@ -35,11 +35,11 @@ def exec_if(walker: Walker, stmt: ast.If) -> None:
     arm, arms = stmt, ArmValues(stmt, walker.names)
     walked = False
     while True:
+        if walked:
+            arms.next_arm(walker.names, walker.below)  # an elif's test too
         walker.eval(arm.test)
         taken = walker.decided(arm.test)
         if taken is not False:
-            if walked:
-                arms.next_arm(walker.names)
             walker.exec_block(arm.body)
             arms.arm_done(walker.names)
             walked = True
@@ -50,12 +50,12 @@ def exec_if(walker: Walker, stmt: ast.If) -> None:
             continue
         if arm.orelse:
             if walked:
-                arms.next_arm(walker.names)
+                arms.next_arm(walker.names, walker.below)
             walker.exec_block(arm.orelse)
             arms.arm_done(walker.names)
         break
     if walked:
-        arms.last_values(walker.names)
+        arms.last_values(walker.names, walker.below)
     arms.merge(walker.names, taken is True or bool(arm.orelse))
 
 
@@ -73,7 +73,7 @@ class ArmValues:
         if self._keys:
             self._after.append({k: names.get(k) for k in self._keys})
 
-    def next_arm(self, names: dict[str, Val]) -> None:
+    def next_arm(self, names: dict[str, Val], below: dict[str, set[str]]) -> None:
         """Before an ``elif``/``else`` arm: the names as they were before the statement,
         since the arms exclude each other (DPR's setup_cfg_gpu: the SLURM arm's
         ``cfg.local_rank = SLURM_PROCID`` was read in the torch.distributed.launch arm,
@@ -83,9 +83,9 @@ class ArmValues:
             if before is None:
                 names.pop(key, None)
             else:
-                names[key] = before
+                _put(names, below, key, before)
 
-    def last_values(self, names: dict[str, Val]) -> None:
+    def last_values(self, names: dict[str, Val], below: dict[str, set[str]]) -> None:
         """After the arms: each name holds what the last arm that set it left (as when the
         arms ran one after the other), before :meth:`merge` weighs the paths."""
         for key in self._keys:
@@ -96,7 +96,7 @@ class ArmValues:
                     if val is None:
                         names.pop(key, None)
                     else:
-                        names[key] = val
+                        _put(names, below, key, val)
                     break
 
     def merge(self, names: dict[str, Val], every_path_has_an_arm: bool) -> None:
@@ -109,15 +109,22 @@ class ArmValues:
             vals = [path.get(key) for path in paths]
             known = [v for v in vals if v is not None]
             wrapped = [v.kind in _WRAPPERS for v in known]
-            now = names.get(key)
-            if every_path_has_an_arm and any(wrapped) and not all(wrapped) and now is not None:
-                if now.kind in _WRAPPERS:
+            if every_path_has_an_arm and any(wrapped) and not all(wrapped):
+                wrapper = [v for v, w in zip(known, wrapped, strict=True) if w][-1]
+                others = [v for v, w in zip(known, wrapped, strict=True) if not w]
+                if all(v.kind == "module" for v in others):
+                    # `if distributed: model = DDP(model)` / `else: model = model.cuda()`:
+                    # what is read through the name afterwards is read through DDP on the
+                    # distributed path, where it fails (a wrapper attribute's error)
+                    names[key] = wrapper
+                else:
                     # `if with_fsdp: model = FSDP(model)` / `else: model = DDP(model, …)`:
-                    # a DDP wrapper on one path only; an attribute read through it later
-                    # is read on the other path too, where it works (fairscale's
-                    # test_fsdp_freezing_weights: `model.trunk` runs only with FSDP, a
-                    # false LINT-WRAPPER-ATTRIBUTE error once each arm started afresh)
-                    names[key] = dataclasses.replace(now, tags=now.tags | {ONE_PATH_WRAPPER})
+                    # the other path holds what lint cannot read (FSDP forwards attributes);
+                    # fairscale's test_fsdp_freezing_weights reads `model.trunk` only with
+                    # FSDP: a false LINT-WRAPPER-ATTRIBUTE error once each arm started afresh
+                    names[key] = dataclasses.replace(
+                        wrapper, tags=wrapper.tags | {ONE_PATH_WRAPPER}
+                    )
                 continue
             kinds = [(_device(v) or ("",))[0] for v in known]
             if "cpu" not in kinds or "cuda" not in kinds:
@@ -132,6 +139,14 @@ class ArmValues:
 
 
 _WRAPPERS = frozenset({"dp", "ddp"})
+
+
+def _put(names: dict[str, Val], below: dict[str, set[str]], key: str, val: Val) -> None:
+    """Bind ``key`` as the walker does: in ``below`` too, under each of its prefixes, so a
+    later rebinding of a prefix forgets it (walker.forget_below)."""
+    names[key] = val
+    for prefix in dotted_prefixes(key):
+        below.setdefault(prefix, set()).add(key)
 
 
 def _device(val: Val) -> Dev | None:

@@ -197,6 +197,7 @@ class CallSemantics(ObjectCalls, Semantics):
                     # the spawned process's own index as its global rank: one host
                     "spawn_rank": rank is SPAWN_INDEX,
                     "one_process": size is not None and as_int(size) == 1,
+                    "init_method": kw.get("init_method"),  # a loopback one: single_node.py
                 },
             )
             return UNKNOWN

@@ -85,6 +85,16 @@ def assigns(roots: list[ast.AST], name: str) -> bool:
                 return True
             if isinstance(node, (ast.Global, ast.Nonlocal)) and name in node.names:
                 return True
+            # a nested function's parameter, an `except … as`, a match capture: another
+            # variable of that name, whose `if name:` is not the caller's flag
+            if isinstance(node, ast.arg) and node.arg == name:
+                return True
+            if isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and (
+                node.name == name
+            ):
+                return True
+            if isinstance(node, ast.MatchMapping) and node.rest == name:
+                return True
     return False
 
 

@@ -187,6 +187,7 @@ class LinkedWalker(FlowWalker):
     def apply(self, sym: Sym, node: ast.AST) -> None:
         """The events of a call to a project function, class or method."""
         assert self.project is not None
+        unpassed: frozenset[str] = frozenset()
         try:
             # a process group started only under `if flag:` for a flag this call leaves
             # off does not count (gpudiag/lint/gated.py)
@@ -194,9 +195,11 @@ class LinkedWalker(FlowWalker):
             caps = self.project.caps(sym, unpassed=unpassed)
         except RecursionError:  # deep in a deeply nested file's walk: as unreadable
             caps = frozenset({S.OPAQUE_SETUP})
-        self.apply_caps(caps, sym, node)
+        self.apply_caps(caps, sym, node, unpassed)
 
-    def apply_caps(self, caps: frozenset[str], sym: Sym, node: ast.AST) -> None:
+    def apply_caps(
+        self, caps: frozenset[str], sym: Sym, node: ast.AST, unpassed: frozenset[str] = frozenset()
+    ) -> None:
         if not caps or self.project is None:
             return
         via = sym.shown
@@ -215,7 +218,7 @@ class LinkedWalker(FlowWalker):
         if S.SET_EPOCH in caps:
             self.event("set_epoch_via", node, UNKNOWN, {"via": via})
         if S.INIT_PG in caps:
-            backends = self.project.backends(sym)
+            backends = self.project.backends(sym, unpassed)
             backend = next(iter(backends)) if len(backends) == 1 else None
             self.event("init_pg_via", node, data={"backend": backend, "via": via})
         if S.DEEPSPEED in caps:

@@ -77,7 +77,8 @@ class Project(ModuleFinder):
         self._resolved: dict[tuple[str, str], Resolution] = {}
         self._caps: dict[Sym, frozenset[str]] = {}
         self._class_caps: dict[Sym, frozenset[str]] = {}
-        self._backends: dict[Sym, frozenset[str | None]] = {}
+        #: by function, and by (function, the gates a call left off)
+        self._backends: dict[Sym | tuple[Sym, frozenset[str]], frozenset[str | None]] = {}
         self._active: set[Sym] = set()
         self.launches = ShellLaunches(self.roots)  # how its scripts and docs launch a file
         #: the run's memo of the callers of functions (gpudiag.lint.callers) and of the
@@ -320,14 +321,15 @@ class Project(ModuleFinder):
         finally:
             self._active.discard(sym)
         result = frozenset(caps)
-        if not off and (depth == 0 or sym not in self._active):
+        if off:
+            self._backends[(sym, frozenset(off))] = frozenset(backends)  # this call's own
+        elif depth == 0 or sym not in self._active:
             self._caps[sym] = result
             self._backends[sym] = frozenset(backends)
         return result
 
     def gates(self, sym: Sym) -> G.Gates:
-        """The parameters of ``sym`` (a class: its ``__init__``) off by default that turn
-        an arm of it on (:mod:`gpudiag.lint.gated`)."""
+        """``sym``'s gates (a class: its ``__init__``'s; :mod:`gpudiag.lint.gated`)."""
         if sym.kind == "class":
             init = self.method(sym, "__init__")
             return self.gates(init) if init is not None else {}
@@ -370,12 +372,14 @@ class Project(ModuleFinder):
         self._class_caps[cls] = frozenset(found)
         return self._class_caps[cls]
 
-    def backends(self, sym: Sym) -> frozenset[str | None]:
-        """The backends ``sym``'s init_process_group calls name (after :meth:`caps`)."""
+    def backends(self, sym: Sym, unpassed: frozenset[str] = frozenset()) -> frozenset[str | None]:
+        """The backends ``sym``'s process groups name (after :meth:`caps`, same ``unpassed``)."""
         if sym.kind == "class":
             init = self.method(sym, "__init__")
-            return self.backends(init) if init is not None else frozenset()
-        return self._backends.get(sym, frozenset())
+            return self.backends(init, unpassed) if init is not None else frozenset()
+        fn = self._def(sym) if unpassed else None
+        off = frozenset(set(fn.gates) & unpassed) if fn is not None else frozenset()
+        return self._backends.get((sym, off) if off else sym, frozenset())
 
     def _callee(self, module: str, cls: Sym | None, text: str, local: S.Names) -> Resolution:
         head, dot, meth = text.partition(".")

@@ -162,11 +162,24 @@ def _loopback_rendezvous(facts: Facts) -> str:
         for node in ast.walk(facts.tree)
         if isinstance(node, ast.Constant) and node.value == "MASTER_ADDR"
     )
-    if named != len(sets):
+    # each write once (a function walked twice records it twice); and every group meets
+    # through env:// (an init_method of its own may name another host)
+    if named != len({id(e.node) for e in sets}) or not all(
+        e.data.get("env_rendezvous") or _loopback_url(e.data.get("init_method"))
+        for e in facts.of("init_pg")
+    ):
         return ""
     return (
         f"the script sets MASTER_ADDR to {sets[0].text('value')} itself (line {sets[0].line}): "
         "every rank meets rank 0 on this host"
+    )
+
+
+def _loopback_url(val: object) -> bool:
+    """``init_method="tcp://127.0.0.1:29500"`` (a value the walker knows)."""
+    text = getattr(val, "const", None)
+    return isinstance(text, str) and text.startswith(
+        tuple(f"tcp://{host}" for host in ("127.0.0.1", "localhost", "[::1]"))
     )
 
 
