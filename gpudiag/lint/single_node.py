@@ -48,6 +48,8 @@ from gpudiag.lint.syntax import dotted_name, ident
 
 _HARNESS = ("MultiProcessTestCase", "DistributedTestBase")
 _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+#: the same hosts as a tcp:// init_method names them (an IPv6 address in brackets)
+_LOOPBACK_URLS = tuple(f"tcp://[{h}]" if ":" in h else f"tcp://{h}" for h in sorted(_LOOPBACK))
 _LAUNCH = frozenset({"torchrun", "torch.distributed.run", "torch.distributed.launch"})
 #: the most ranks a test marked for a world size is taken to run on one host (8 GPUs)
 _ONE_HOST = 8
@@ -178,9 +180,7 @@ def _loopback_rendezvous(facts: Facts) -> str:
 def _loopback_url(val: object) -> bool:
     """``init_method="tcp://127.0.0.1:29500"`` (a value the walker knows)."""
     text = getattr(val, "const", None)
-    return isinstance(text, str) and text.startswith(
-        tuple(f"tcp://{host}" for host in ("127.0.0.1", "localhost", "[::1]"))
-    )
+    return isinstance(text, str) and text.startswith(_LOOPBACK_URLS)
 
 
 def _by_path(path: str, harness_reads_local_rank: bool) -> str:
