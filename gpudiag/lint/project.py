@@ -311,7 +311,7 @@ class Project(ModuleFinder):
         try:
             cls = Sym(sym.path, "class", sym.name.split(".")[0]) if sym.kind == "method" else None
             caps, backends = self._reach(sym, cls, fn, depth)
-            for param, arm in fn.gates.items():
+            for param, (_, arm) in fn.gates.items():
                 more, more_backends = self._reach(sym, cls, arm, depth)
                 if param in off:
                     more = more - {S.INIT_PG}
@@ -334,7 +334,7 @@ class Project(ModuleFinder):
             init = self.method(sym, "__init__")
             return self.gates(init) if init is not None else {}
         fn = self._def(sym)
-        return fn.gate_at if fn is not None else {}
+        return {p: at for p, (at, _) in fn.gates.items()} if fn is not None else {}
 
     def _reach(
         self, sym: Sym, cls: Sym | None, fn: S.Def, depth: int

@@ -63,7 +63,6 @@ class Def:
         "_backends",
         "_calls",
         "_caps",
-        "_gate_at",
         "_gates",
         "_local",
         "_where",
@@ -78,9 +77,8 @@ class Def:
         self._backends: set[str | None] = set()
         self._local: Names = {}
         #: what it does only under ``if param:`` for a parameter off by default
-        #: (:mod:`gpudiag.lint.gated`), by parameter
-        self._gates: dict[str, Def] = {}
-        self._gate_at: G.Gates = {}
+        #: (:mod:`gpudiag.lint.gated`): parameter -> (its position, those arms' summary)
+        self._gates: dict[str, tuple[int | None, Def]] = {}
 
     @property
     def caps(self) -> set[str]:
@@ -99,16 +97,11 @@ class Def:
         return self._backends
 
     @property
-    def gates(self) -> dict[str, Def]:
-        """What it does only for a caller that passes a parameter off by default."""
+    def gates(self) -> dict[str, tuple[int | None, Def]]:
+        """What it does only for a caller that passes a parameter off by default, and
+        each such parameter's position (None: keyword-only)."""
         self._read()
         return self._gates
-
-    @property
-    def gate_at(self) -> G.Gates:
-        """Each gate parameter's position (None: keyword-only)."""
-        self._read()
-        return self._gate_at
 
     @property
     def local_aliases(self) -> Names:
@@ -140,8 +133,7 @@ class Def:
         if not G.assigns(gating.roots, param):
             found = Def(None, self._aliases)
             found._local = self._local  # the function's own imports, wherever they stand
-            self._gates[param] = found
-            self._gate_at[param] = gating.gates[param]
+            self._gates[param] = (gating.gates[param], found)
         gating.checked[param] = found
         return found
 
